@@ -1,0 +1,41 @@
+# `make run` and `make test` work on a fresh machine with Python 3.11+ only.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test bench check migrate clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	@mkdir -p var
+	$(BIN)/python manage.py migrate --noinput
+
+run: migrate
+	$(BIN)/python manage.py seed_demo
+	@echo "  Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+test: install
+	@mkdir -p var
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+check: install
+	$(BIN)/python manage.py check
+	DJANGO_SETTINGS_MODULE=config.settings.production SECRET_KEY=$$($(BIN)/python -c 'import secrets;print(secrets.token_urlsafe(50))') \
+	  ALLOWED_HOSTS=api.example.com $(BIN)/python manage.py check --deploy --fail-level WARNING
+
+clean:
+	rm -rf $(VENV) var build staticfiles

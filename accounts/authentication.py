@@ -1,0 +1,65 @@
+"""`Authorization: Bearer <API_KEY>` for DRF."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from rest_framework.authentication import BaseAuthentication
+
+from config.api.errors import Unauthorized
+
+from .models import Account
+from .services import CachedKey, api_key_authenticate
+
+
+class ApiCaller:
+    """The authenticated side of an API request: a key and its account. The account (with
+    its plan) is read once per request, so plan edits take effect on the next request."""
+
+    is_authenticated = True
+    is_anonymous = False
+
+    def __init__(self, key: CachedKey):
+        self.key_id = key.key_id
+        self.account_id = key.account_id
+
+    @cached_property
+    def account(self) -> Account | None:
+        return Account.objects.select_related("plan").filter(pk=self.account_id).first()
+
+    def __str__(self) -> str:
+        return f"account {self.account_id} (key {self.key_id})"
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header; '' when the header is there
+    but malformed; None when there is no header."""
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return ""
+    return token.strip()
+
+
+def caller_for_token(token: str | None) -> ApiCaller:
+    if token is None:
+        raise Unauthorized()
+    if not token:
+        raise Unauthorized("The Authorization header must be 'Bearer <API_KEY>'.")
+    key = api_key_authenticate(presented=token)
+    if key is None:
+        raise Unauthorized("The API key is not valid or has been revoked.")
+    return ApiCaller(key)
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
+        if token is None:
+            return None  # the permission then answers 401 (or lets a public view through)
+        caller = caller_for_token(token)
+        return caller, caller
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'

@@ -1,0 +1,199 @@
+"""Functions that write accounts, users and API keys."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from dataclasses import dataclass
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from django.conf import settings
+from django.core.cache import cache
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from billing.models import Plan
+
+from . import keys
+from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
+
+logger = logging.getLogger(__name__)
+
+
+class KeyCapReached(Exception):
+    def __init__(self):
+        super().__init__(
+            f"An account can hold at most {KEYS_PER_ACCOUNT} API keys at a time. "
+            "Revoke a key you no longer use, then create the new one.")
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    api_key: ApiKey
+    plaintext: str  # shown once, never stored
+
+
+@dataclass(frozen=True)
+class CachedKey:
+    """What the shared cache holds for a verified key: enough to authenticate without
+    argon2 or the database."""
+
+    key_id: int
+    account_id: int
+    fingerprint: str
+    touched_at: float
+
+
+REVOKED = "revoked"
+
+
+def _hasher() -> PasswordHasher:
+    return PasswordHasher(**settings.API_KEY_ARGON2)
+
+
+def _pepper() -> bytes:
+    return settings.API_KEY_PEPPER.encode("utf-8")
+
+
+def key_cache_name(lookup_id: str) -> str:
+    return f"apikey:{lookup_id}"
+
+
+def _failures_cache_name(lookup_id: str) -> str:
+    return f"apikey-fail:{lookup_id}"
+
+
+def api_key_create(*, account: Account, name: str) -> CreatedKey:
+    """Create a key for the account, unless it already holds the cap of live keys.
+
+    The account row is locked while counting, so concurrent creates queue up; the
+    conditional unique constraint on (account, slot) is the backstop where locking is
+    weaker (SQLite serialises writers instead)."""
+    name = name.strip()
+    if not name:
+        raise ValueError("A key needs a name.")
+    generated = keys.generate()
+    key_hash = _hasher().hash(generated.plaintext)
+    try:
+        with transaction.atomic():
+            Account.objects.select_for_update().get(pk=account.pk)
+            used = set(ApiKey.objects.filter(account=account, revoked_at__isnull=True)
+                       .values_list("slot", flat=True))
+            free = [slot for slot in range(1, KEYS_PER_ACCOUNT + 1) if slot not in used]
+            if not free:
+                raise KeyCapReached()
+            api_key = ApiKey.objects.create(account=account, name=name[:100],
+                                            lookup_id=generated.lookup_id, key_hash=key_hash,
+                                            slot=free[0])
+    except IntegrityError as exc:
+        if "lookup_id" in str(exc):  # 62^12 ids: a clash is astronomically rare; try again
+            return api_key_create(account=account, name=name)
+        raise KeyCapReached() from exc
+    return CreatedKey(api_key=api_key, plaintext=generated.plaintext)
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke a key. Its cache entry becomes a tombstone before the database write, so the
+    next request with the key is refused on every server process at once; a concurrent cold
+    verification cannot overwrite a tombstone (it only adds absent entries). Should the
+    write fail, the tombstone is taken back."""
+    name = key_cache_name(api_key.lookup_id)
+    cache.set(name, REVOKED, timeout=settings.API_KEY_CACHE_SECONDS * 2)
+    try:
+        with transaction.atomic():
+            updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
+                revoked_at=timezone.now())
+    except Exception:
+        cache.delete(name)
+        raise
+    api_key.refresh_from_db()
+    if updated:
+        logger.info("API key %s revoked", api_key.display)
+    return api_key
+
+
+def api_key_authenticate(*, presented: str) -> CachedKey | None:
+    """The key behind a presented plaintext, or None. Warm path: checksum, one cache get, a
+    constant-time compare. Cold path (first use on this cache): one argon2 verify, then the
+    keyed fingerprint is cached. Failed cold verifications are throttled per lookup id so
+    they cannot be used to burn CPU."""
+    parsed = keys.parse(presented)
+    if parsed is None:
+        return None
+    fingerprint = keys.fingerprint(parsed.plaintext, _pepper())
+    entry = cache.get(key_cache_name(parsed.lookup_id))
+    if entry == REVOKED:
+        return None
+    if isinstance(entry, CachedKey):
+        if not hmac.compare_digest(entry.fingerprint, fingerprint):
+            return None
+        if time.time() - entry.touched_at >= settings.API_KEY_LAST_USED_RESOLUTION_SECONDS:
+            entry = _record_use(parsed.lookup_id, entry, fresh=False)
+        return entry
+    return _verify_cold(parsed, fingerprint)
+
+
+def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
+    """Record last use at most once a minute per key, not on every request, and (re)cache
+    the entry. A fresh entry is only added, a refreshed one only replaces a live entry: a
+    revoke's tombstone written in the meantime always wins."""
+    ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=timezone.now())
+    touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, time.time())
+    name = key_cache_name(lookup_id)
+    if fresh:
+        cache.add(name, touched, timeout=settings.API_KEY_CACHE_SECONDS)
+    elif cache.get(name) != REVOKED:
+        cache.set(name, touched, timeout=settings.API_KEY_CACHE_SECONDS)
+    return touched
+
+
+def _verify_cold(parsed: keys.ParsedKey, fingerprint: str) -> CachedKey | None:
+    failures_name = _failures_cache_name(parsed.lookup_id)
+    if (cache.get(failures_name) or 0) >= settings.API_KEY_FAILED_VERIFY_LIMIT:
+        return None
+    row = (ApiKey.objects.filter(lookup_id=parsed.lookup_id, revoked_at__isnull=True)
+           .values("id", "account_id", "key_hash").first())
+    if row is None:
+        return None
+    try:
+        _hasher().verify(row["key_hash"], parsed.plaintext)
+    except (VerificationError, InvalidHashError):
+        if not cache.add(failures_name, 1, timeout=settings.API_KEY_FAILED_VERIFY_WINDOW_SECONDS):
+            try:
+                cache.incr(failures_name)
+            except ValueError:
+                pass
+        return None
+    return _record_use(parsed.lookup_id, CachedKey(row["id"], row["account_id"], fingerprint, 0.0),
+                       fresh=True)
+
+
+def account_upsert(*, email: str, plan: Plan, password: str | None = None,
+                   payment: str | None = None, account_name: str | None = None) -> User:
+    """Create or update a customer user and its account (staff command `account`)."""
+    email = email.strip().lower()
+    with transaction.atomic():
+        user = User.objects.select_for_update().filter(email=email).first()
+        if user is None:
+            account = Account.objects.create(name=account_name or email, plan=plan,
+                                             payment=payment or Account.Payment.ACTIVE)
+            user = User.objects.create_user(email=email, password=password, account=account)
+            if password is None:
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+            return user
+        if user.account is None:
+            user.account = Account.objects.create(name=account_name or email, plan=plan)
+        account = user.account
+        account.plan = plan
+        if payment:
+            account.payment = payment
+        if account_name:
+            account.name = account_name
+        account.save()
+        if password is not None:
+            user.set_password(password)
+        user.save()
+        return user

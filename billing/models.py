@@ -1,0 +1,42 @@
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+
+
+class Plan(models.Model):
+    """What an account may do and how much of it per UTC month. Staff edit these in admin;
+    a change takes effect on the next request."""
+
+    FEATURE_API = "api"
+    FEATURE_STREAMING = "streaming"
+    FEATURES = (FEATURE_API, FEATURE_STREAMING)
+
+    name = models.SlugField(max_length=40, unique=True)
+    has_api = models.BooleanField("feature: api", default=False,
+                                  help_text="Series, snapshot and control-plane endpoints.")
+    has_streaming = models.BooleanField("feature: streaming", default=False,
+                                        help_text="/streams*, /rank/top and the SSE feed.")
+    monthly_requests = models.BigIntegerField(default=0)
+    monthly_bytes = models.BigIntegerField(default=0)
+    pair_price_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, default=Decimal("0"),
+        help_text="Price per streamed pair per month; billed pro rata per pair-day.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["monthly_requests", "name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(monthly_requests__gte=0), name="plan_requests_nonnegative"),
+            models.CheckConstraint(condition=Q(monthly_bytes__gte=0), name="plan_bytes_nonnegative"),
+            models.CheckConstraint(condition=Q(pair_price_usd__gte=0), name="plan_pair_price_nonnegative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def features(self) -> list[str]:
+        return [f for f, on in ((self.FEATURE_API, self.has_api),
+                                (self.FEATURE_STREAMING, self.has_streaming)) if on]

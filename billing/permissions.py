@@ -1,0 +1,40 @@
+"""Who may call what: a live key, then the plan's features (API.md "Keys and plans")."""
+
+from rest_framework.permissions import BasePermission
+
+from config.api.errors import PlanForbidden, Unauthorized
+
+
+def _account(request):
+    caller = request.user
+    if caller is None or not getattr(caller, "is_authenticated", False):
+        raise Unauthorized()
+    account = caller.account
+    if account is None:
+        raise Unauthorized("The API key's account no longer exists.")
+    return account
+
+
+class IsAccountKey(BasePermission):
+    """Any live key, whatever the plan (GET /me/usage)."""
+
+    def has_permission(self, request, view) -> bool:
+        _account(request)
+        return True
+
+
+class HasApiAccess(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        if not _account(request).plan.has_api:
+            raise PlanForbidden("The account's plan does not include API access; "
+                                "upgrade to Pro or Enterprise.")
+        return True
+
+
+class HasStreamingAccess(BasePermission):
+    def has_permission(self, request, view) -> bool:
+        plan = _account(request).plan
+        if not (plan.has_api and plan.has_streaming):
+            raise PlanForbidden("The account's plan does not include the streaming feature; "
+                                "upgrade to Pro or Enterprise.")
+        return True

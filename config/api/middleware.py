@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+
+from django.conf import settings
+from django.http import HttpResponse
+
+from .errors import InternalError, PayloadTooLarge, as_api_error, envelope
+from .media import JSON, choose_format
+from .renderers import CONTENT_TYPE, RENDER
+
+logger = logging.getLogger("config.api")
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+API_PREFIXES = ("/api/", "/v1/")
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith(API_PREFIXES)
+
+
+def error_response(request, error) -> HttpResponse:
+    """The envelope for an error raised outside DRF, in the format the request asked for
+    (JSON when it asked for nothing we serve)."""
+    choice = choose_format(request.META.get("HTTP_ACCEPT"), None, request.GET.get("format"))
+    fmt = choice.format if choice.acceptable and choice.error is None else JSON
+    body = envelope(code=error.code, message=error.message, details=error.details,
+                    request_id=getattr(request, "request_id", ""))
+    response = HttpResponse(RENDER[fmt](body), status=error.status_code,
+                            content_type=CONTENT_TYPE[fmt])
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+class RequestIdMiddleware:
+    """Every response carries X-Request-Id: the client's own when it sent a sane one."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        offered = request.META.get("HTTP_X_REQUEST_ID", "")
+        request.request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+        response = self.get_response(request)
+        response["X-Request-Id"] = request.request_id
+        return response
+
+
+class ApiErrorMiddleware:
+    """Errors that never reach DRF's handler (oversized bodies, unexpected exceptions in
+    middleware or non-DRF views) still leave API paths in the envelope."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if is_api_path(request.path):
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+                return error_response(request, PayloadTooLarge(
+                    f"The request body is {length} bytes; the limit is "
+                    f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE}."))
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not is_api_path(request.path):
+            return None
+        error = as_api_error(exception)
+        if error is None:
+            logger.exception("Unhandled error in %s", request.path, exc_info=exception)
+            error = InternalError()
+        return error_response(request, error)

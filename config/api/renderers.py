@@ -1,0 +1,40 @@
+"""JSON (orjson, ~15x stdlib json) and TOON renderers for DRF."""
+
+from __future__ import annotations
+
+import orjson
+from rest_framework.renderers import BaseRenderer
+
+import importlib
+from .media import CONTENT_TYPES, JSON, TOON
+
+
+def to_json_bytes(data) -> bytes:
+    # orjson writes NaN and Infinity as null, as the TOON encoder does.
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+
+
+def to_toon_bytes(data) -> bytes:
+    return importlib.import_module("config.api.toon").encode(data).encode("utf-8")
+
+
+class JSONRenderer(BaseRenderer):
+    media_type = "application/json"
+    format = JSON
+    charset = None
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        return to_json_bytes(data)
+
+
+class TOONRenderer(BaseRenderer):
+    media_type = "application/toon"
+    format = TOON
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        return to_toon_bytes(data)
+
+
+RENDER = {JSON: to_json_bytes, TOON: to_toon_bytes}
+CONTENT_TYPE = CONTENT_TYPES

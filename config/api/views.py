@@ -1,0 +1,48 @@
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
+from rest_framework.negotiation import DefaultContentNegotiation
+
+from .errors import NotFound
+
+
+@extend_schema(exclude=True)
+@api_view(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+@authentication_classes([])
+@permission_classes([])
+def unknown_api_path(request, rest=""):
+    """Any path under the API that no route matches."""
+    raise NotFound(f"No endpoint at {request.path}.")
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI document: public, negotiated the ordinary way (JSON or YAML)."""
+
+    content_negotiation_class = DefaultContentNegotiation
+
+
+class ExplorerView(SpectacularSwaggerView):
+    content_negotiation_class = DefaultContentNegotiation
+
+
+def handler404(request, exception=None):
+    """Django's 404 for anything no route matched: the envelope on API paths, a page elsewhere."""
+    from django.views.defaults import page_not_found
+
+    from .errors import NotFound as NotFoundError
+    from .middleware import error_response, is_api_path
+
+    if is_api_path(request.path):
+        return error_response(request, NotFoundError(f"No endpoint at {request.path}."))
+    return page_not_found(request, exception)
+
+
+def handler500(request):
+    from django.views.defaults import server_error
+
+    from .errors import InternalError
+    from .middleware import error_response, is_api_path
+
+    if is_api_path(request.path):
+        return error_response(request, InternalError())
+    return server_error(request)

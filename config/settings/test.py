@@ -1,0 +1,19 @@
+"""Tests: embedded by default, full mode when DATABASE_URL / REDIS_URL are set (CI)."""
+
+from .base import *  # noqa: F401,F403
+from .base import CACHES, REDIS_URL
+
+# Cheap argon2 parameters keep the suite fast; the production parameters are benchmarked.
+API_KEY_ARGON2 = {"time_cost": 1, "memory_cost": 1024, "parallelism": 1}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT = None  # served from the app folders; only production collects static files
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+if REDIS_URL:
+    # Tests share one Redis with nothing else; a prefix keeps their keys apart.
+    CACHES["default"]["KEY_PREFIX"] = "mdp-test"
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_BROKER_URL = "memory://"

@@ -1,0 +1,27 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+
+from accounts.views import home
+from billing.api import UsageView
+from config.api.views import ExplorerView, SchemaView, unknown_api_path
+from config.health import healthz
+
+api_v1 = [
+    path("me/usage", UsageView.as_view(), name="me-usage"),
+    path("schema", SchemaView.as_view(), name="schema"),
+    path("docs", ExplorerView.as_view(url_name="schema"), name="docs"),
+]
+
+urlpatterns = [
+    path("", home, name="home"),
+    path("", include("accounts.urls")),
+    path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+    path("api/v1/", include(api_v1)),
+    path("v1/me/usage", UsageView.as_view(), name="me-usage-alias"),
+    re_path(r"^(?:api/)?v1/(?P<rest>.*)$", unknown_api_path),
+    re_path(r"^api/(?P<rest>.*)$", unknown_api_path),
+]
+
+handler404 = "config.api.views.handler404"
+handler500 = "config.api.views.handler500"
