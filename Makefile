@@ -21,7 +21,7 @@ migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
 run: migrate
-	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
 	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from billing.models import Plan
 
-from . import keys
+from . import key_cache, keys
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,17 @@ class CachedKey:
     account_id: int
     fingerprint: str
     touched_at: float
+
+    def dumps(self) -> str:
+        return f"{self.key_id}:{self.account_id}:{self.fingerprint}:{self.touched_at:.0f}"
+
+    @classmethod
+    def loads(cls, text: str) -> CachedKey | None:
+        try:
+            key_id, account_id, fingerprint, touched_at = text.split(":")
+            return cls(int(key_id), int(account_id), fingerprint, float(touched_at))
+        except (ValueError, AttributeError):
+            return None
 
 
 REVOKED = "revoked"
@@ -100,13 +111,14 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     verification cannot overwrite a tombstone (it only adds absent entries). Should the
     write fail, the tombstone is taken back."""
     name = key_cache_name(api_key.lookup_id)
-    cache.set(name, REVOKED, timeout=settings.API_KEY_CACHE_SECONDS * 2)
+    store = key_cache.store()
+    store.set(name, REVOKED, timeout=settings.API_KEY_CACHE_SECONDS * 2)
     try:
         with transaction.atomic():
             updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
                 revoked_at=timezone.now())
     except Exception:
-        cache.delete(name)
+        store.delete(name)
         raise
     api_key.refresh_from_db()
     if updated:
@@ -123,10 +135,11 @@ def api_key_authenticate(*, presented: str) -> CachedKey | None:
     if parsed is None:
         return None
     fingerprint = keys.fingerprint(parsed.plaintext, _pepper())
-    entry = cache.get(key_cache_name(parsed.lookup_id))
-    if entry == REVOKED:
+    cached = key_cache.store().get(key_cache_name(parsed.lookup_id))
+    if cached == REVOKED:
         return None
-    if isinstance(entry, CachedKey):
+    entry = CachedKey.loads(cached) if cached else None
+    if entry is not None:
         if not hmac.compare_digest(entry.fingerprint, fingerprint):
             return None
         if time.time() - entry.touched_at >= settings.API_KEY_LAST_USED_RESOLUTION_SECONDS:
@@ -141,11 +154,12 @@ def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
     revoke's tombstone written in the meantime always wins."""
     ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=timezone.now())
     touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, time.time())
-    name = key_cache_name(lookup_id)
+    name, store = key_cache_name(lookup_id), key_cache.store()
     if fresh:
-        cache.add(name, touched, timeout=settings.API_KEY_CACHE_SECONDS)
-    elif cache.get(name) != REVOKED:
-        cache.set(name, touched, timeout=settings.API_KEY_CACHE_SECONDS)
+        store.add(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS)
+    else:
+        store.replace_unless(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS,
+                             unless=REVOKED)
     return touched
 
 

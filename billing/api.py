@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 
 from .permissions import IsAccountKey
 from .selectors import iso_utc, month_bounds
+from .serializers import UsageSerializer
 
 
 class UsageView(APIView):
@@ -12,7 +13,8 @@ class UsageView(APIView):
 
     permission_classes = [IsAccountKey]
 
-    @extend_schema(summary="Monthly usage of the key's account", tags=["account"])
+    @extend_schema(summary="Monthly usage of the key's account", tags=["account"],
+                   responses=UsageSerializer)
     def get(self, request):
         account = request.user.account
         plan = account.plan

@@ -16,7 +16,10 @@ class Command(BaseCommand):
     help = ("Seed the demo: plans, a Pro demo account, a staff user and a fresh demo key. "
             "Safe to run again: the previous demo key is revoked and a new one printed.")
 
-    def handle(self, *args, **opts):
+    def add_arguments(self, parser):
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+
+    def handle(self, *args, base_url, **opts):
         plans_seed_defaults()
         user = User.objects.filter(email=DEMO_EMAIL).first()
         if user is None:
@@ -36,7 +39,7 @@ class Command(BaseCommand):
         if plaintext:
             self.stdout.write(f"  Demo key: {plaintext}")
             self.stdout.write(f'  Try:      curl -H "Authorization: Bearer {plaintext}" '
-                              "http://127.0.0.1:8000/api/v1/me/usage")
+                              f"{base_url}/api/v1/me/usage")
         else:
             self.stdout.write("  Demo key: the demo account holds two other keys; revoke one on the "
                               "API keys page and run seed_demo again.")

@@ -1,0 +1,631 @@
+"""Fast TOON encoder (Token-Oriented Object Notation), spec version 4.0.
+
+Pure computation: this module imports nothing from Django, so it can be tested
+and benchmarked on its own.  It is conformance-tested byte for byte against the
+official fixtures (``shared/toon-spec/encode``).
+
+Public API
+----------
+``encode(value, *, indent=2, delimiter=",") -> str``
+    The whole document, without a trailing newline.
+``encode_lines(value, *, indent=2, delimiter=",")``
+    Generator of the document's lines (without newlines);
+    ``"\\n".join(encode_lines(v)) == encode(v)``.
+``iter_encode(value, *, indent=2, delimiter=",", lines_per_chunk=4096)``
+    Generator of text chunks (many lines each) whose concatenation equals
+    ``encode(v)``; meant for streaming a large body.
+
+Values: ``dict`` (keys: ``str``; ``int``/``float``/``bool``/``None`` keys are
+converted as :func:`json.dumps` does), ``list`` and ``tuple``, ``str``, ``int``,
+``float``, ``bool`` and ``None`` (subclasses of these are accepted too).
+Anything else raises ``TypeError``; a reference cycle, an unpaired surrogate in
+a string, or two keys that collide after conversion raise ``ValueError``.
+
+Numbers: canonical decimal form (§2) for every finite number, never exponent
+notation (``1e-7`` -> ``0.0000001``, ``1e21`` -> ``1000000000000000000000``);
+integral floats print as integers with their exact digits (``5.0`` -> ``5``);
+``-0.0`` -> ``0``; ``NaN`` and the infinities -> ``null`` (§3).  Non-integral
+floats use the shortest digits that round-trip (Python's ``repr``).
+
+Speed: tables (arrays of uniform objects, §9.3, and keyed tables, §9.5) are
+formatted column by column with C-level bulk operations: a column of strings is
+checked for quoting in one pass over its joined text, and numeric columns are
+formatted in one call.  When ``orjson`` (a project dependency) is importable it
+is used only as a fast shortest-round-trip number formatter for numeric
+columns; its text is normalised to the canonical form above, so the output is
+identical with or without it (``_orjson = None`` forces the pure-Python path).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from itertools import islice, repeat
+from operator import add, contains, itemgetter
+from typing import Any
+
+try:  # optional accelerator for number columns; output is identical without it
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a project dependency
+    _orjson = None
+
+__all__ = ["SPEC_VERSION", "encode", "encode_lines", "iter_encode"]
+
+SPEC_VERSION = "4.0"
+"""Version of the TOON specification this encoder implements."""
+
+_DELIMITERS = (",", "\t", "|")
+_NoneType = type(None)
+
+# Value kinds.
+_PRIM, _DICT, _LIST = 0, 1, 2
+_KIND_BY_TYPE: dict[type, int] = {
+    str: _PRIM,
+    int: _PRIM,
+    float: _PRIM,
+    bool: _PRIM,
+    _NoneType: _PRIM,
+    dict: _DICT,
+    list: _LIST,
+    tuple: _LIST,
+}
+_PRIM_TYPES = frozenset((str, int, float, bool, _NoneType))
+_NUMERIC_TYPES = frozenset((int, float, _NoneType))  # formatted by orjson as TOON wants
+_STR_ONLY = frozenset((str,))
+_FLOAT_ONLY = frozenset((float,))
+_INT_ONLY = frozenset((int,))
+_DICT_ONLY = frozenset((dict,))
+
+
+def _kind_of_type(t: type) -> int:
+    kind = _KIND_BY_TYPE.get(t)
+    if kind is not None:
+        return kind
+    if issubclass(t, dict):
+        kind = _DICT
+    elif issubclass(t, (list, tuple)):
+        kind = _LIST
+    else:
+        # str/int/float subclasses are primitives; anything else is rejected
+        # by _prim with a TypeError when it is formatted.
+        kind = _PRIM
+    return kind
+
+
+# ---------------------------------------------------------------------------
+# Strings and keys (§7)
+# ---------------------------------------------------------------------------
+
+# §7.3: keys that may stay unquoted (ASCII only).
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+# §7.1: characters that need an escape; surrogates cannot be encoded at all.
+_ESCAPE_RE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_KEYWORDS = frozenset(("true", "false", "null"))
+# §7.2 numeric-like test, for strings whose first character is a digit or "+".
+_NUMERIC_LIKE = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+# Bulk checks over "\n" + "\n".join(strings) + "\n" (strings without "\n"):
+# a line made only of these characters might be numeric-like (cheap filter) ...
+_LINE_CANDIDATE = re.compile(r"\n[0-9+.eE-]*\n")
+# ... and the exact test (a leading "-" is caught separately).
+_LINE_NUMERIC = re.compile(r"\n\+?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\n")
+# Escapes needed anywhere in a joined column, "\n" (the separator) excepted.
+_JOINED_ESCAPE_RE = re.compile('["\\\\\x00-\x09\x0b-\x1f\ud800-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    escaped = _ESCAPES.get(char)
+    if escaped is not None:
+        return escaped
+    if "\ud800" <= char <= "\udfff":
+        raise ValueError(f"String contains an unpaired surrogate: {match.string!r}")
+    return f"\\u{ord(char):04x}"
+
+
+def _quote(value: str) -> str:
+    """``value`` as a quoted token, escaped per §7.1."""
+    if _ESCAPE_RE.search(value) is None:
+        return '"' + value + '"'
+    return '"' + _ESCAPE_RE.sub(_escape_char, value) + '"'
+
+
+def _coerce_key(key: Any) -> str:
+    """A non-``str`` mapping key as :func:`json.dumps` converts it."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None:
+        return "null"
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        if key != key:
+            return "NaN"
+        if key in (float("inf"), float("-inf")):
+            return "Infinity" if key > 0 else "-Infinity"
+        return float.__repr__(key)
+    raise TypeError(f"Keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+def _check_keys(obj: dict) -> None:
+    """Raise if two keys of ``obj`` collide once converted to strings."""
+    seen = set()
+    for key in obj:
+        text = key if type(key) is str else _coerce_key(key)
+        if text in seen:
+            raise ValueError(f"Duplicate key after conversion to string: {text!r}")
+        seen.add(text)
+
+
+# ---------------------------------------------------------------------------
+# Numbers (§2, §3)
+# ---------------------------------------------------------------------------
+
+
+def _expand_exponent(text: str) -> str:
+    """Plain decimal form of a repr-style exponent token such as ``1.5e-07``."""
+    mantissa, _, exponent = text.lower().partition("e")
+    sign = ""
+    if mantissa[:1] in "+-":
+        sign = "-" if mantissa[0] == "-" else ""
+        mantissa = mantissa[1:]
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return "0"
+    point = len(whole) - (len(whole + fraction) - len(digits)) + int(exponent)
+    digits = digits.rstrip("0") or "0"
+    if point <= 0:
+        result = "0." + "0" * -point + digits
+    elif point >= len(digits):
+        result = digits + "0" * (point - len(digits))
+    else:
+        result = digits[:point] + "." + digits[point:]
+    return sign + result
+
+
+def _float_str(value: float) -> str:
+    """Canonical TOON text of a float."""
+    if value.is_integer():
+        return int.__repr__(int(value))  # exact digits; -0.0 -> "0"
+    text = float.__repr__(value)
+    if "e" in text:
+        return _expand_exponent(text)
+    if "n" in text:  # nan, inf, -inf
+        return "null"
+    return text
+
+
+def _fix_number_tokens(text: str, column: Any, prim) -> list[str]:
+    """Split ``text`` (one number token per element of ``column``, joined by ",")
+    into canonical cells.
+
+    Integral floats lose their ``.0``; exponent, non-finite and ``-0`` tokens
+    are rare and re-formatted exactly from the value.
+    """
+    if ".0," in text:
+        text = text.replace(".0,", ",")
+    if text.endswith(".0"):
+        text = text[:-2]
+    cells = text.split(",")
+    if (
+        "e" in text
+        or "E" in text
+        or "a" in text  # nan
+        or "i" in text  # inf
+        or text.startswith("-0,")
+        or ",-0," in text
+        or text.endswith(",-0")
+        or text == "-0"
+    ):
+        for index, token in enumerate(cells):
+            if (
+                "e" in token
+                or "E" in token
+                or "a" in token
+                or "i" in token
+                or token == "-0"
+            ):
+                cells[index] = prim(column[index])
+    return cells
+
+
+# ---------------------------------------------------------------------------
+# Output blocks
+# ---------------------------------------------------------------------------
+
+
+class _Rows:
+    """A block of table rows: ``prefix`` + each row string."""
+
+    __slots__ = ("prefix", "rows")
+
+    def __init__(self, prefix: str, rows: Iterable[str]) -> None:
+        self.prefix = prefix
+        self.rows = rows
+
+    def text(self) -> str:
+        prefix = self.prefix
+        return prefix + ("\n" + prefix).join(self.rows)
+
+    def lines(self) -> Iterator[str]:
+        return map(self.prefix.__add__, self.rows)
+
+
+# ---------------------------------------------------------------------------
+# Encoder
+# ---------------------------------------------------------------------------
+
+
+class _Encoder:
+    def __init__(self, indent: int, delimiter: str) -> None:
+        if isinstance(indent, bool) or not isinstance(indent, int):
+            raise TypeError(f"indent must be an int, not {type(indent).__name__}")
+        if indent < 1:
+            raise ValueError(f"indent must be at least 1, got {indent}")
+        if delimiter not in _DELIMITERS:
+            raise ValueError(f"delimiter must be ',', '\\t' or '|', got {delimiter!r}")
+        delimiter = str.__str__(delimiter)
+        self.unit = " " * indent
+        self.delim = delimiter
+        # §6/§11: the bracket segment names tab and pipe; comma is implicit.
+        self.sym = "" if delimiter == "," else delimiter
+        extra = "" if delimiter == "\t" else re.escape(delimiter)
+        # Characters that force quotes anywhere in a value (§7.2), including
+        # the delimiter: the document delimiter, which is also the active one
+        # of every header this encoder writes (§11.1).
+        self.special = re.compile('[:"\\\\\\[\\]{}\x00-\x1f\ud800-\udfff' + extra + "]").search
+        # The same, for a column joined by "\n" (the separator is allowed).
+        self.joined_special = re.compile(
+            '[:"\\\\\\[\\]{}\x00-\x09\x0b-\x1f\ud800-\udfff' + extra + "]"
+        ).search
+        self.keys: dict[str, str] = {}
+
+    # -- primitives ---------------------------------------------------------
+
+    def key(self, key: Any) -> str:
+        """Encoded object key / field name (§7.3)."""
+        if type(key) is str:
+            cached = self.keys.get(key)
+            if cached is not None:
+                return cached
+            encoded = key if _KEY_RE.match(key) else _quote(key)
+            if len(self.keys) < 4096:
+                self.keys[key] = encoded
+            return encoded
+        text = _coerce_key(key)
+        return text if _KEY_RE.match(text) else _quote(text)
+
+    def string(self, value: str) -> str:
+        """A string value, quoted only when §7.2 requires it."""
+        if (
+            not value
+            or self.special(value) is not None
+            or value[0] in " -#"
+            or value[-1] == " "
+            or value in _KEYWORDS
+            or (value[0] in "0123456789+" and _NUMERIC_LIKE.match(value) is not None)
+        ):
+            return _quote(value)
+        return value
+
+    def prim(self, value: Any) -> str:
+        cls = type(value)
+        if cls is str:
+            return self.string(value)
+        if cls is float:
+            return _float_str(value)
+        if cls is int:
+            return int.__repr__(value)
+        if value is None:
+            return "null"
+        if cls is bool:
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return self.string(str.__str__(value))
+        if isinstance(value, int):
+            return int.__repr__(value)
+        if isinstance(value, float):
+            return _float_str(float(value))
+        raise TypeError(f"Object of type {cls.__name__} is not TOON serializable")
+
+    # -- columns ------------------------------------------------------------
+
+    def column(self, column: Any, types: frozenset | set) -> list[str] | Any:
+        """Format a sequence of primitives into cells (a sequence of str)."""
+        if types == _STR_ONLY:
+            return self.string_column(column)
+        if _orjson is not None and types <= _NUMERIC_TYPES:
+            try:
+                text = _orjson.dumps(column)
+            except (TypeError, ValueError):  # e.g. an int beyond 64 bits
+                pass
+            else:
+                return _fix_number_tokens(text[1:-1].decode(), column, self.prim)
+        if types == _FLOAT_ONLY:
+            text = ",".join(map(float.__repr__, column))
+            return _fix_number_tokens(text, column, self.prim)
+        if types == _INT_ONLY:
+            return list(map(int.__repr__, column))
+        return list(map(self.prim, column))
+
+    def string_column(self, column: Any) -> Any:
+        """Quote a sequence of ``str`` per §7.2, in bulk where possible."""
+        count = len(column)
+        joined = "\n".join(column)
+        if joined.count("\n") == count - 1:  # no string contains a newline
+            if self.joined_special(joined) is None:
+                padded = "\n" + joined + "\n"
+                if (
+                    "\n\n" not in padded  # empty string
+                    and "\n " not in padded
+                    and " \n" not in padded
+                    and "\n-" not in padded
+                    and "\n#" not in padded
+                    and "\ntrue\n" not in padded
+                    and "\nfalse\n" not in padded
+                    and "\nnull\n" not in padded
+                    and (
+                        _LINE_CANDIDATE.search(padded) is None
+                        or _LINE_NUMERIC.search(padded) is None
+                    )
+                ):
+                    return column  # nothing needs quotes
+            elif _JOINED_ESCAPE_RE.search(joined) is None and all(
+                map(contains, column, repeat(":"))
+            ):
+                # Every string has a colon (e.g. ISO timestamps) and none needs
+                # an escape: all are quoted verbatim.
+                return ('"' + '"\n"'.join(column) + '"').split("\n")
+        return list(map(self.string, column))
+
+    def table(self, objects: Any, types: set) -> tuple[str, list] | None:
+        """Field list and leaf cell columns of uniform objects (§9.3), or None.
+
+        ``objects`` is a non-empty sequence of dicts and ``types`` their types.
+        """
+        first = objects[0]
+        width = len(first)
+        if not width:
+            return None
+        keys = list(first)
+        if types == _DICT_ONLY:
+            # Same length and every key of the first present => same key set.
+            if len(objects) > 1 and len(set(map(len, objects))) != 1:
+                return None
+            safe_lookup = True
+        else:  # dict subclasses: a lookup could insert (defaultdict)
+            first_keys = first.keys()
+            for obj in objects:
+                if len(obj) != width or obj.keys() != first_keys:
+                    return None
+            safe_lookup = False
+        for key in keys:
+            if type(key) is not str:
+                _check_keys(first)
+                break
+        names = []
+        cells = []
+        for key in keys:
+            if safe_lookup:
+                try:
+                    values = list(map(itemgetter(key), objects))
+                except KeyError:
+                    return None
+            else:
+                values = [obj[key] for obj in objects]
+            value_types = set(map(type, values))
+            if value_types <= _PRIM_TYPES:
+                names.append(self.key(key))
+                cells.append((values, value_types))
+                continue
+            kinds = {_kind_of_type(t) for t in value_types}
+            if kinds == {_PRIM}:
+                names.append(self.key(key))
+                cells.append((values, value_types))
+            elif kinds == {_DICT}:  # nested-uniform column candidate
+                nested = self.table(values, value_types)
+                if nested is None:
+                    return None
+                names.append(self.key(key) + nested[0])
+                cells.extend(nested[1])
+            else:
+                return None
+        return "{" + self.delim.join(names) + "}", cells
+
+    def rows(self, cells: list) -> Iterator[str]:
+        columns = [self.column(values, value_types) for values, value_types in cells]
+        if len(columns) == 1:
+            return iter(columns[0])
+        return map(self.delim.join, zip(*columns))
+
+    # -- structure ----------------------------------------------------------
+
+    def root(self, value: Any) -> Iterator[Any]:
+        kind = _kind_of_type(type(value))
+        if kind == _DICT:
+            if value:
+                plan = self.keyed_plan(value)
+                if plan is not None:
+                    yield from self.keyed("", value, plan, 0)
+                else:
+                    yield from self.fields(value, 0, None)
+            # an empty root object is an empty document (§8)
+        elif kind == _LIST:
+            if value:
+                yield from self.array("", value, 0, True)
+            else:
+                yield "[]"
+        elif type(value) is str and value[:1] == "\ufeff":
+            yield _quote(value)  # unquoted it could be taken for a byte-order mark
+        else:
+            yield self.prim(value)
+
+    def fields(self, obj: dict, depth: int, lead: str | None) -> Iterator[Any]:
+        """Fields of a non-empty object at ``depth``; ``lead`` replaces the
+        indentation of the first line (the ``- `` of a list item, §10)."""
+        indent = self.unit * depth
+        prefix = indent if lead is None else lead
+        checked = False
+        for key, value in obj.items():
+            if type(key) is str:
+                name = self.key(key)
+            else:
+                if not checked:
+                    _check_keys(obj)
+                    checked = True
+                name = self.key(key)
+            cls = type(value)
+            if cls in _PRIM_TYPES:
+                yield prefix + name + ": " + self.prim(value)
+            else:
+                kind = _kind_of_type(cls)
+                if kind == _DICT:
+                    if not value:
+                        yield prefix + name + ":"
+                    else:
+                        plan = self.keyed_plan(value)
+                        if plan is not None:
+                            yield from self.keyed(prefix + name, value, plan, depth)
+                        else:
+                            yield prefix + name + ":"
+                            yield from self.fields(value, depth + 1, None)
+                elif kind == _LIST:
+                    if value:
+                        yield from self.array(prefix + name, value, depth, True)
+                    else:
+                        yield prefix + name + ": []"
+                else:
+                    yield prefix + name + ": " + self.prim(value)
+            prefix = indent
+
+    def array(self, head: str, array: Any, depth: int, tabular: bool) -> Iterator[Any]:
+        """A non-empty array whose header line starts with ``head``.
+
+        ``tabular`` is false for an array that is itself a list item, where a
+        field list is not allowed (§9.4).
+        """
+        header = f"{head}[{len(array)}{self.sym}]"
+        types = set(map(type, array))
+        if types <= _PRIM_TYPES:
+            kinds = {_PRIM}
+        else:
+            kinds = {_kind_of_type(t) for t in types}
+        if kinds == {_PRIM}:  # §9.1 inline primitive array
+            yield header + ": " + self.delim.join(self.column(array, types))
+            return
+        if tabular and kinds == {_DICT}:
+            plan = self.table(array, types)
+            if plan is not None:  # §9.3 tabular array
+                yield header + plan[0] + ":"
+                yield _Rows(self.unit * (depth + 1), self.rows(plan[1]))
+                return
+        yield header + ":"  # §9.2, §9.4 expanded list
+        for item in array:
+            yield from self.item(item, depth + 1)
+
+    def item(self, value: Any, depth: int) -> Iterator[Any]:
+        """One list item at ``depth`` (§9.4, §10)."""
+        indent = self.unit * depth
+        kind = _kind_of_type(type(value))
+        if kind == _DICT:
+            if value:
+                yield from self.fields(value, depth + 1, indent + "- ")
+            else:
+                yield indent + "-"
+        elif kind == _LIST:
+            if value:
+                yield from self.array(indent + "- ", value, depth, False)
+            else:
+                yield f"{indent}- [0{self.sym}]:"  # never "- []" (§9.2)
+        else:
+            yield indent + "- " + self.prim(value)
+
+    def keyed_plan(self, obj: dict) -> tuple[str, list] | None:
+        """Keyed tabular detection (§9.5)."""
+        if len(obj) < 2:
+            return None
+        values = list(obj.values())
+        types = set(map(type, values))
+        if types != _DICT_ONLY and {_kind_of_type(t) for t in types} != {_DICT}:
+            return None
+        return self.table(values, types)
+
+    def keyed(self, head: str, obj: dict, plan: tuple[str, list], depth: int) -> Iterator[Any]:
+        """An object of uniform objects in keyed tabular form (§9.5)."""
+        yield f"{head}[{len(obj)}:{self.sym}]{plan[0]}:"
+        for key in obj:
+            if type(key) is not str:
+                _check_keys(obj)
+                break
+        entry_keys = [self.key(key) + ": " for key in obj]
+        yield _Rows(self.unit * (depth + 1), map(add, entry_keys, self.rows(plan[1])))
+
+
+def _chunks(value: Any, indent: int, delimiter: str) -> Iterator[Any]:
+    encoder = _Encoder(indent, delimiter)
+    try:
+        yield from encoder.root(value)
+    except RecursionError:
+        raise ValueError("Circular reference detected, or the value is nested too deeply") from None
+
+
+def encode(value: Any, *, indent: int = 2, delimiter: str = ",") -> str:
+    """Encode ``value`` as a TOON document (no trailing newline)."""
+    parts = []
+    append = parts.append
+    for chunk in _chunks(value, indent, delimiter):
+        if type(chunk) is str:
+            append(chunk)
+        else:
+            append(chunk.text())
+    return "\n".join(parts)
+
+
+def encode_lines(value: Any, *, indent: int = 2, delimiter: str = ",") -> Iterator[str]:
+    """Yield the lines of the TOON document for ``value``, without newlines."""
+    for chunk in _chunks(value, indent, delimiter):
+        if type(chunk) is str:
+            yield chunk
+        else:
+            yield from chunk.lines()
+
+
+def iter_encode(
+    value: Any,
+    *,
+    indent: int = 2,
+    delimiter: str = ",",
+    lines_per_chunk: int = 4096,
+) -> Iterator[str]:
+    """Yield the TOON document for ``value`` in text chunks of up to about
+    ``lines_per_chunk`` lines; ``"".join(iter_encode(v)) == encode(v)``."""
+    if lines_per_chunk < 1:
+        raise ValueError("lines_per_chunk must be at least 1")
+    pending: list[str] = []
+    started = False
+    for chunk in _chunks(value, indent, delimiter):
+        if type(chunk) is str:
+            pending.append(chunk)
+            if len(pending) < lines_per_chunk:
+                continue
+            lines: Iterator[str] = iter(())
+        else:
+            lines = chunk.lines()
+        while True:
+            room = lines_per_chunk - len(pending)
+            if room > 0:
+                pending.extend(islice(lines, room))
+                if len(pending) < lines_per_chunk:
+                    break  # block exhausted; keep collecting
+            text = "\n".join(pending)
+            pending.clear()
+            yield ("\n" + text) if started else text
+            started = True
+    if pending:
+        text = "\n".join(pending)
+        yield ("\n" + text) if started else text
