@@ -1,31 +1,38 @@
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from . import clock
+from .base_views import AccountAPIView
 from .permissions import IsAccountKey
-from .selectors import iso_utc, month_bounds
+from .selectors import iso_utc, usage_month
 from .serializers import UsageSerializer
 
 
-class UsageView(APIView):
-    """GET /api/v1/me/usage: this UTC month's usage of the key's account. Free of quota."""
+def streamed_pairs(account) -> int:
+    """Pairs the account streams now (0 until the account subscribes to any)."""
+    related = getattr(account, "stream_subscriptions", None)
+    return related.count() if related is not None else 0
+
+
+class UsageView(AccountAPIView):
+    """GET /api/v1/me/usage (alias /v1/me/usage): this UTC month's usage. Never counted,
+    and still answers when the quota is used up."""
 
     permission_classes = [IsAccountKey]
+    metered = False
 
     @extend_schema(summary="Monthly usage of the key's account", tags=["account"],
                    responses=UsageSerializer)
     def get(self, request):
         account = request.user.account
         plan = account.plan
-        start, end = month_bounds(timezone.now())
-        requests_used, bytes_used = 0, 0
+        usage = usage_month(account_id=account.pk, now=clock.utcnow())
         return Response({
-            "period": {"start": iso_utc(start), "end": iso_utc(end)},
+            "period": {"start": iso_utc(usage.start), "end": iso_utc(usage.end)},
             "plan": plan.name,
-            "requests": {"used": requests_used, "limit": plan.monthly_requests,
-                         "remaining": max(plan.monthly_requests - requests_used, 0)},
-            "bytes": {"used": bytes_used, "limit": plan.monthly_bytes,
-                      "remaining": max(plan.monthly_bytes - bytes_used, 0)},
-            "streams": {"pairs": 0},
+            "requests": {"used": usage.requests, "limit": plan.monthly_requests,
+                         "remaining": max(plan.monthly_requests - usage.requests, 0)},
+            "bytes": {"used": usage.bytes, "limit": plan.monthly_bytes,
+                      "remaining": max(plan.monthly_bytes - usage.bytes, 0)},
+            "streams": {"pairs": streamed_pairs(account)},
         })

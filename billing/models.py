@@ -40,3 +40,29 @@ class Plan(models.Model):
     def features(self) -> list[str]:
         return [f for f, on in ((self.FEATURE_API, self.has_api),
                                 (self.FEATURE_STREAMING, self.has_streaming)) if on]
+
+
+class UsageCounter(models.Model):
+    """Requests and served response bytes of an account for one UTC month or day. Written
+    only by atomic upserts (billing.metering), so concurrent servers never lose a count."""
+
+    class Period(models.TextChoices):
+        MONTH = "month", "Month"
+        DAY = "day", "Day"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="usage")
+    period = models.CharField(max_length=5, choices=Period.choices)
+    period_start = models.DateField()
+    requests = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["account", "period", "period_start"], name="usage_one_row_per_period"),
+            models.CheckConstraint(condition=Q(requests__gte=0) & Q(bytes__gte=0), name="usage_nonnegative"),
+            models.CheckConstraint(condition=Q(period__in=["month", "day"]), name="usage_period_valid"),
+        ]
+        indexes = [models.Index(fields=["account", "period", "-period_start"], name="usage_account_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.period} {self.period_start}: {self.requests} req, {self.bytes} B"

@@ -24,6 +24,7 @@ class IsAccountKey(BasePermission):
 
 
 class HasApiAccess(BasePermission):
+    plan_feature = "api"
     def has_permission(self, request, view) -> bool:
         if not _account(request).plan.has_api:
             raise PlanForbidden("The account's plan does not include API access; "
@@ -32,6 +33,7 @@ class HasApiAccess(BasePermission):
 
 
 class HasStreamingAccess(BasePermission):
+    plan_feature = "streaming"
     def has_permission(self, request, view) -> bool:
         plan = _account(request).plan
         if not (plan.has_api and plan.has_streaming):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+
+from .models import UsageCounter
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
@@ -15,3 +18,32 @@ def month_bounds(now: datetime) -> tuple[datetime, datetime]:
 
 def iso_utc(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class MonthUsage:
+    start: datetime
+    end: datetime
+    requests: int
+    bytes: int
+    days: list[tuple[date, int, int]]  # every day of the month: (day, requests, bytes)
+
+
+def usage_month(*, account_id: int, now: datetime) -> MonthUsage:
+    start, end = month_bounds(now)
+    rows = UsageCounter.objects.filter(account_id=account_id, period_start__gte=start.date(),
+                                       period_start__lt=end.date()).values_list("period", "period_start",
+                                                                                "requests", "bytes")
+    month = (0, 0)
+    per_day: dict[date, tuple[int, int]] = {}
+    for period, period_start, requests, bytes_ in rows:
+        if period == UsageCounter.Period.MONTH:
+            month = (requests, bytes_)
+        else:
+            per_day[period_start] = (requests, bytes_)
+    days = []
+    day = start.date()
+    while day < end.date():
+        days.append((day, *per_day.get(day, (0, 0))))
+        day += timedelta(days=1)
+    return MonthUsage(start=start, end=end, requests=month[0], bytes=month[1], days=days)

@@ -1,8 +1,9 @@
 import orjson
+from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from .errors import InvalidJson
+from .errors import InvalidJson, PayloadTooLarge
 
 
 class JSONObjectParser(BaseParser):
@@ -11,7 +12,10 @@ class JSONObjectParser(BaseParser):
     media_type = "application/json"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        raw = stream.read() if stream is not None else b""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:  # a body that did not declare its length
+            raise PayloadTooLarge(f"The request body is over the limit of {limit} bytes.")
         if not raw.strip():
             return {}
         try:

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from itertools import islice, repeat
-from operator import add, contains, itemgetter
+from enum import Enum
+from itertools import compress, islice, repeat
+from operator import add, contains, eq, itemgetter
 from typing import Any
 
 try:  # optional accelerator for number columns; output is identical without it
@@ -212,25 +213,14 @@ def _fix_number_tokens(text: str, column: Any, prim) -> list[str]:
     if text.endswith(".0"):
         text = text[:-2]
     cells = text.split(",")
-    if (
-        "e" in text
-        or "E" in text
-        or "a" in text  # nan
-        or "i" in text  # inf
-        or text.startswith("-0,")
-        or ",-0," in text
-        or text.endswith(",-0")
-        or text == "-0"
-    ):
-        for index, token in enumerate(cells):
-            if (
-                "e" in token
-                or "E" in token
-                or "a" in token
-                or "i" in token
-                or token == "-0"
-            ):
-                cells[index] = prim(column[index])
+    suspects: set[int] = set()
+    for marker in ("e", "E", "a", "i"):  # exponent, nan, inf
+        if marker in text:
+            suspects.update(compress(range(len(cells)), map(contains, cells, repeat(marker))))
+    if text == "-0" or text.startswith("-0,") or ",-0," in text or text.endswith(",-0"):
+        suspects.update(compress(range(len(cells)), map(eq, cells, repeat("-0"))))
+    for index in suspects:
+        cells[index] = prim(column[index])
     return cells
 
 

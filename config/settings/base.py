@@ -38,6 +38,7 @@ MIDDLEWARE = [
     "config.api.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "billing.middleware.MeteringMiddleware",
     "config.api.middleware.ApiErrorMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -141,7 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JSONObjectParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.api.negotiation.FormatNegotiation",
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "config.api.schema.ApiAutoSchema",
     "UNAUTHENTICATED_USER": None,
     "UNAUTHENTICATED_TOKEN": None,
 }

@@ -1,0 +1,115 @@
+"""Metering: every counted request adds 1 request and the exact length of the body it
+served to the account's UTC-month counter, and the quota is enforced before the view runs.
+
+Counting is one atomic upsert per phase, correct across any number of server processes:
+  1. before the view: +1 request, only while the month is under both limits; no row
+     back means the budget was already crossed, and the request is refused with 429
+     without being counted;
+  2. after the body is rendered: + its byte length, to the month and to the day.
+If a write fails the request fails: nothing is served unmetered."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from django.db import connection
+
+from . import clock
+from .models import UsageCounter
+from .selectors import month_bounds
+
+logger = logging.getLogger(__name__)
+
+_TABLE = UsageCounter._meta.db_table
+_COUNT_REQUEST = f"""
+INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
+VALUES (%s, 'month', %s, 1, 0)
+ON CONFLICT (account_id, period, period_start) DO UPDATE
+   SET requests = {_TABLE}.requests + 1
+ WHERE {_TABLE}.requests < %s AND {_TABLE}.bytes < %s
+RETURNING requests, bytes
+"""
+_ADD_BYTES = f"""
+INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
+VALUES (%s, 'month', %s, 0, %s), (%s, 'day', %s, %s, %s)
+ON CONFLICT (account_id, period, period_start) DO UPDATE
+   SET requests = {_TABLE}.requests + excluded.requests,
+       bytes = {_TABLE}.bytes + excluded.bytes
+RETURNING period, requests, bytes
+"""
+_READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
+
+
+@dataclass
+class Ticket:
+    """The metering state of one request, carried from the view to the middleware."""
+
+    account_id: int
+    requests_limit: int
+    bytes_limit: int
+    month_start: date
+    day: date
+    resets_at: datetime
+    counted: bool = False
+    requests_used: int | None = None
+    bytes_used: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def headers(self) -> dict[str, str]:
+        requests_used, bytes_used = self.requests_used or 0, self.bytes_used or 0
+        return {
+            "X-Quota-Requests-Limit": str(self.requests_limit),
+            "X-Quota-Requests-Used": str(requests_used),
+            "X-Quota-Requests-Remaining": str(max(self.requests_limit - requests_used, 0)),
+            "X-Quota-Bytes-Limit": str(self.bytes_limit),
+            "X-Quota-Bytes-Used": str(bytes_used),
+            "X-Quota-Bytes-Remaining": str(max(self.bytes_limit - bytes_used, 0)),
+            "X-Quota-Reset": str(int(self.resets_at.timestamp())),
+        }
+
+
+def open_ticket(*, account) -> Ticket:
+    now = clock.utcnow()
+    start, end = month_bounds(now)
+    plan = account.plan
+    return Ticket(account_id=account.pk, requests_limit=plan.monthly_requests,
+                  bytes_limit=plan.monthly_bytes, month_start=start.date(), day=now.date(),
+                  resets_at=end)
+
+
+def read_month(ticket: Ticket) -> Ticket:
+    with connection.cursor() as cursor:
+        cursor.execute(_READ_MONTH, [ticket.account_id, ticket.month_start])
+        row = cursor.fetchone()
+    ticket.requests_used, ticket.bytes_used = row if row else (0, 0)
+    return ticket
+
+
+def count_request(ticket: Ticket) -> bool:
+    """Count the request if the month is under both limits; False when it is not (429)."""
+    if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
+        read_month(ticket)
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
+                                        ticket.requests_limit, ticket.bytes_limit])
+        row = cursor.fetchone()
+    if row is None:
+        read_month(ticket)
+        return False
+    ticket.counted = True
+    ticket.requests_used, ticket.bytes_used = row
+    return True
+
+
+def add_bytes(ticket: Ticket, size: int) -> None:
+    """Add a served body to the month, and the request with its body to the day."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ADD_BYTES, [ticket.account_id, ticket.month_start, size,
+                                    ticket.account_id, ticket.day, 1, size])
+        rows = cursor.fetchall()
+    for period, requests, bytes_ in rows:
+        if period == "month":
+            ticket.requests_used, ticket.bytes_used = requests, bytes_

@@ -1,0 +1,55 @@
+import logging
+
+from django.http import HttpResponse
+
+from config.api.errors import InternalError, envelope
+from config.api.renderers import to_json_bytes
+
+from . import metering
+
+logger = logging.getLogger(__name__)
+
+
+class MeteringMiddleware:
+    """Adds the served body to the usage of a counted request and writes the X-Quota-*
+    headers on every response to an authenticated account. A streamed body carries the
+    counts before it in its headers and is added when it finishes."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        ticket = getattr(request, "metering", None)
+        if ticket is None:
+            return response
+        try:
+            if not ticket.counted:
+                metering.read_month(ticket)
+            elif response.streaming:
+                response.streaming_content = self._counting(response.streaming_content, ticket)
+            else:
+                metering.add_bytes(ticket, len(response.content))
+        except Exception:
+            logger.exception("Usage could not be recorded for account %s", ticket.account_id)
+            return self._unmetered_refusal(request)
+        for name, value in ticket.headers().items():
+            response[name] = value
+        return response
+
+    @staticmethod
+    def _counting(chunks, ticket):
+        size = 0
+        try:
+            for chunk in chunks:
+                size += len(chunk)
+                yield chunk
+        finally:
+            metering.add_bytes(ticket, size)
+
+    @staticmethod
+    def _unmetered_refusal(request):
+        error = InternalError("Usage could not be recorded, so nothing was served. Retry shortly.")
+        body = envelope(code=error.code, message=error.message, details={},
+                        request_id=getattr(request, "request_id", ""))
+        return HttpResponse(to_json_bytes(body), status=500, content_type="application/json")
