@@ -71,8 +71,16 @@ VAR_DIR.mkdir(exist_ok=True)  # the embedded SQLite file lives here
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
 }
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Under ASGI every request's sync code may run on its own thread, and persistent
+    # per-thread connections pile up past max_connections. A bounded psycopg pool per
+    # process makes requests wait for a connection instead.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN", default=1),
+        "max_size": env.int("DB_POOL_MAX", default=16),
+        "timeout": env.int("DB_POOL_TIMEOUT_SECONDS", default=20),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers and the writer work at once; a busy timeout waits for the write lock
     # instead of failing at once with "database is locked".

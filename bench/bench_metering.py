@@ -1,0 +1,107 @@
+"""Throughput of a counted endpoint with metering on, against the same endpoint with
+metering off, through the full stack (daphne, auth, plan check), measured in one run.
+
+    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python bench/bench_metering.py
+
+Uses PostgreSQL and Redis when given (the production shape), else SQLite and the
+in-process cache."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GOAL_RATIO = 0.85
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", 8))
+SECONDS = float(os.environ.get("BENCH_SECONDS", 5))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
+
+
+def _database(admin_url: str | None) -> tuple[str, callable]:
+    """A fresh database for the run and a function that drops it."""
+    if not admin_url:
+        import tempfile
+
+        return f"sqlite:///{tempfile.mkdtemp(prefix='bench-')}/bench.sqlite3", lambda: None
+    import psycopg
+
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    base, _, _ = admin_url.rpartition("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop():
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return f"{base}/{name}", drop
+
+
+def _load(url: str, key: str, seconds: float) -> int:
+    done, stop = [0] * CLIENTS, time.monotonic() + seconds
+
+    def client(i):
+        with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+            while time.monotonic() < stop:
+                response = http.get(url)
+                assert response.status_code == 200, response.text[:200]
+                done[i] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(done)
+
+
+def run() -> list[dict]:
+    import subprocess
+
+    from tests.integration.servers import daphne_processes
+
+    database_url, drop = _database(os.environ.get("BENCH_DATABASE_URL"))
+    redis_url = os.environ.get("BENCH_REDIS_URL", os.environ.get("REDIS_URL", ""))
+    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
+           "DJANGO_SETTINGS_MODULE": "tests.integration.settings"}
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env={**os.environ, **env}, check=True)
+        out = subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env={**os.environ, **env},
+                             check=True, capture_output=True, text=True).stdout
+        key = next(word for word in out.split() if word.startswith("mdp_live_"))
+        subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
+                        "--monthly-bytes", str(10**15)], cwd=ROOT, env={**os.environ, **env}, check=True,
+                       capture_output=True)
+        with daphne_processes(1, env=env) as (base,):
+            metered, unmetered = f"{base}/api/v1/test/rows?rows=31", f"{base}/api/v1/test/rows-unmetered?rows=31"
+            _load(metered, key, 1)
+            _load(unmetered, key, 1)
+            on, off = [], []
+            for _ in range(ROUNDS):
+                on.append(_load(metered, key, SECONDS) / SECONDS)
+                off.append(_load(unmetered, key, SECONDS) / SECONDS)
+    finally:
+        drop()
+    rate_on, rate_off = statistics.median(on), statistics.median(off)
+    ratio = rate_on / rate_off
+    db = "PostgreSQL" if "postgres" in database_url else "SQLite"
+    return [{"figure": f"counted endpoint, 31 rows, metering on ({db}{' + Redis' if redis_url else ''}, "
+                       f"1 daphne, {CLIENTS} clients)",
+             "value": f"{rate_on:.0f} req/s ({ratio:.0%} of off)",
+             "comparison": f"metering off {rate_off:.0f} req/s", "goal": f">= {GOAL_RATIO:.0%} of off",
+             "met": ratio >= GOAL_RATIO}]
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row)

@@ -1,0 +1,77 @@
+"""Real server processes for integration tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url_for(settings_dict: dict) -> str:
+    """The URL of the database Django is using now (the test database inside pytest)."""
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{host}:{port}/{settings_dict['NAME']}"
+
+
+@contextmanager
+def daphne_processes(count: int, *, env: dict[str, str], settings_module: str = "tests.integration.settings"):
+    """Start `count` daphne processes; yields their base URLs; stops them after."""
+    processes, urls, logs = [], [], []
+    full_env = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module, "LOG_LEVEL": "WARNING", **env}
+    try:
+        for _ in range(count):
+            port = free_port()
+            # A file, not a pipe: an unread pipe fills up and blocks the server.
+            log = tempfile.NamedTemporaryFile(prefix=f"daphne-{port}-", suffix=".log", delete=False)
+            logs.append(log)
+            processes.append(subprocess.Popen(
+                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+                cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, process, log in zip(urls, processes, logs):
+            wait_until_serving(url, process, log.name)
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in logs:
+            log.close()
+            os.unlink(log.name)
+
+
+def wait_until_serving(url: str, process: subprocess.Popen, log_path: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {Path(log_path).read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not start")

@@ -1,0 +1,67 @@
+"""Counting stays exact with several server processes and many concurrent clients."""
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from accounts.services import api_key_create
+from billing.models import UsageCounter
+
+from .servers import daphne_processes, database_url_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+PROCESSES, CLIENTS_PER_PROCESS, REQUESTS_PER_CLIENT = 2, 50, 20
+
+
+def test_two_processes_fifty_clients_each_count_exactly(make_account):
+    account = make_account()
+    key = api_key_create(account=account, name="load").plaintext
+    env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
+    with daphne_processes(PROCESSES, env=env) as urls:
+        def client_run(client_number: int) -> tuple[int, int, list[int]]:
+            base = urls[client_number % len(urls)]
+            rng = random.Random(client_number)
+            served, statuses = 0, []
+            with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+                for _ in range(REQUESTS_PER_CLIENT):
+                    accept = rng.choice(["application/json", "application/toon"])
+                    response = http.get(f"/api/v1/test/rows?rows={rng.randint(0, 40)}", headers={"Accept": accept})
+                    statuses.append(response.status_code)
+                    served += len(response.content)
+            return REQUESTS_PER_CLIENT, served, statuses
+
+        with ThreadPoolExecutor(PROCESSES * CLIENTS_PER_PROCESS) as pool:
+            results = list(pool.map(client_run, range(PROCESSES * CLIENTS_PER_PROCESS)))
+
+    statuses = [s for _, _, batch in results for s in batch]
+    assert set(statuses) == {200}
+    month = UsageCounter.objects.get(account=account, period="month")
+    assert month.requests == PROCESSES * CLIENTS_PER_PROCESS * REQUESTS_PER_CLIENT == 2000
+    assert month.bytes == sum(served for _, served, _ in results)
+    day = UsageCounter.objects.get(account=account, period="day")
+    assert (day.requests, day.bytes) == (month.requests, month.bytes)
+
+
+def test_concurrent_requests_at_the_limit_never_overshoot(make_account, plans):
+    from billing.services import plan_upsert
+
+    plan = plan_upsert(name="tiny", features=["api", "streaming"], monthly_requests=37, monthly_bytes=10**12)
+    account = make_account()
+    account.plan = plan
+    account.save()
+    key = api_key_create(account=account, name="load").plaintext
+    env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
+    with daphne_processes(2, env=env) as urls:
+        def hit(n):
+            return httpx.get(f"{urls[n % 2]}/api/v1/test/rows?rows=1",
+                             headers={"Authorization": f"Bearer {key}"}, timeout=60).status_code
+
+        with ThreadPoolExecutor(40) as pool:
+            statuses = list(pool.map(hit, range(100)))
+    assert statuses.count(200) == 37 and statuses.count(429) == 63
+    assert UsageCounter.objects.get(account=account, period="month").requests == 37

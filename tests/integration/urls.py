@@ -1,0 +1,35 @@
+"""The service's routes plus endpoints that only tests and benchmarks use."""
+
+from django.urls import path
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing.base_views import AccountAPIView
+from config.urls import handler404, handler500, urlpatterns as root_urlpatterns  # noqa: F401
+
+
+def _rows(request):
+    count = min(int(request.query_params.get("rows", 31)), 5000)
+    return {"meta": {"symbol": "BTC-USDT", "count": count},
+            "data": [{"date": f"2024-01-{1 + i % 28:02d}", "open": 42000.5 + i, "high": 42100.25 + i,
+                      "low": 41900.75 + i, "close": 42050.0 + i, "observation_count": 86400,
+                      "price_sum": 3.6e9 + i, "price_variance": 12.5} for i in range(count)]}
+
+
+class CountedRows(AccountAPIView):
+    def get(self, request):
+        return Response(_rows(request))
+
+
+class UnmeteredRows(APIView):
+    """The same work with authentication and the plan check but no metering at all."""
+
+    def get(self, request):
+        return Response(_rows(request))
+
+
+urlpatterns = [
+    path("api/v1/test/rows", CountedRows.as_view()),
+    path("api/v1/test/rows-unmetered", UnmeteredRows.as_view()),
+    *root_urlpatterns,
+]
