@@ -15,6 +15,7 @@ api_v1 = [
 urlpatterns = [
     path("", home, name="home"),
     path("", include("accounts.urls")),
+    path("", include("billing.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),

@@ -17,8 +17,8 @@ Public API
 
 Values: ``dict`` (keys: ``str``; ``int``/``float``/``bool``/``None`` keys are
 converted as :func:`json.dumps` does), ``list`` and ``tuple``, ``str``, ``int``,
-``float``, ``bool`` and ``None`` (subclasses of these are accepted too).
-Anything else raises ``TypeError``; a reference cycle, an unpaired surrogate in
+``float``, ``bool`` and ``None`` (subclasses of these are accepted too, and an
+``enum.Enum`` member encodes as its value).  Anything else raises ``TypeError``; a reference cycle, an unpaired surrogate in
 a string, or two keys that collide after conversion raise ``ValueError``.
 
 Numbers: canonical decimal form (§2) for every finite number, never exponent
@@ -49,6 +49,7 @@ try:  # optional accelerator for number columns; output is identical without it
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a project dependency
     _orjson = None
+_Fragment = getattr(_orjson, "Fragment", None)  # orjson >= 3.9
 
 __all__ = ["SPEC_VERSION", "encode", "encode_lines", "iter_encode"]
 
@@ -76,6 +77,7 @@ _STR_ONLY = frozenset((str,))
 _FLOAT_ONLY = frozenset((float,))
 _INT_ONLY = frozenset((int,))
 _DICT_ONLY = frozenset((dict,))
+_ORJSON_FIRST = frozenset((int, float))  # first value of a column worth trying orjson on
 
 
 def _kind_of_type(t: type) -> int:
@@ -224,6 +226,26 @@ def _fix_number_tokens(text: str, column: Any, prim) -> list[str]:
     return cells
 
 
+def _odd_number_positions(raw: Any) -> list[int]:
+    """Sorted positions, in orjson output (bytes or str) holding numbers, of
+    tokens that are not canonical TOON as they stand: exponents, nan/inf
+    (orjson writes null, but be safe) and negative zero."""
+    text = raw if isinstance(raw, str) else raw.decode()
+    positions = []
+    for marker in ("e", "E", "a", "i"):
+        position = text.find(marker)
+        while position != -1:
+            positions.append(position)
+            position = text.find(marker, position + 1)
+    position = text.find("-0.0")
+    while position != -1:
+        if text[position - 1] in ",[" and text[position + 4] in ",]":
+            positions.append(position)
+        position = text.find("-0.0", position + 1)
+    positions.sort()
+    return positions
+
+
 # ---------------------------------------------------------------------------
 # Output blocks
 # ---------------------------------------------------------------------------
@@ -244,6 +266,21 @@ class _Rows:
 
     def lines(self) -> Iterator[str]:
         return map(self.prefix.__add__, self.rows)
+
+
+class _Text:
+    """A block of finished lines held as one string."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+
+    def text(self) -> str:
+        return self.body
+
+    def lines(self) -> Iterator[str]:
+        return iter(self.body.split("\n"))
 
 
 # ---------------------------------------------------------------------------
@@ -321,6 +358,8 @@ class _Encoder:
             return int.__repr__(value)
         if isinstance(value, float):
             return _float_str(float(value))
+        if isinstance(value, Enum):
+            return self.prim(value.value)
         raise TypeError(f"Object of type {cls.__name__} is not TOON serializable")
 
     # -- columns ------------------------------------------------------------
@@ -330,12 +369,9 @@ class _Encoder:
         if types == _STR_ONLY:
             return self.string_column(column)
         if _orjson is not None and types <= _NUMERIC_TYPES:
-            try:
-                text = _orjson.dumps(column)
-            except (TypeError, ValueError):  # e.g. an int beyond 64 bits
-                pass
-            else:
-                return _fix_number_tokens(text[1:-1].decode(), column, self.prim)
+            cells = self.number_cells(column)
+            if cells is not None:
+                return cells
         if types == _FLOAT_ONLY:
             text = ",".join(map(float.__repr__, column))
             return _fix_number_tokens(text, column, self.prim)
@@ -343,40 +379,67 @@ class _Encoder:
             return list(map(int.__repr__, column))
         return list(map(self.prim, column))
 
+    def string_mode(self, column: Any) -> tuple[str | None, str]:
+        """Classify a non-empty sequence of ``str`` in bulk (§7.2).
+
+        Returns ``(mode, joined)`` where ``joined`` is ``"\n".join(column)``
+        and mode is ``"plain"`` (no string needs quotes), ``"quoted"`` (every
+        string needs quotes and none needs an escape) or None (mixed, or a
+        string holds a newline).
+        """
+        joined = "\n".join(column)
+        if joined.count("\n") != len(column) - 1:  # a string contains a newline
+            return None, joined
+        if self.joined_special(joined) is None:
+            padded = "\n" + joined + "\n"
+            if (
+                "\n\n" not in padded  # empty string
+                and "\n " not in padded
+                and " \n" not in padded
+                and "\n-" not in padded
+                and "\n#" not in padded
+                and "\ntrue\n" not in padded
+                and "\nfalse\n" not in padded
+                and "\nnull\n" not in padded
+                and (
+                    _LINE_CANDIDATE.search(padded) is None
+                    or _LINE_NUMERIC.search(padded) is None
+                )
+            ):
+                return "plain", joined
+        elif _JOINED_ESCAPE_RE.search(joined) is None and all(map(contains, column, repeat(":"))):
+            # Every string has a colon (e.g. ISO timestamps) and none needs an
+            # escape: all are quoted verbatim.
+            return "quoted", joined
+        return None, joined
+
     def string_column(self, column: Any) -> Any:
         """Quote a sequence of ``str`` per §7.2, in bulk where possible."""
-        count = len(column)
-        joined = "\n".join(column)
-        if joined.count("\n") == count - 1:  # no string contains a newline
-            if self.joined_special(joined) is None:
-                padded = "\n" + joined + "\n"
-                if (
-                    "\n\n" not in padded  # empty string
-                    and "\n " not in padded
-                    and " \n" not in padded
-                    and "\n-" not in padded
-                    and "\n#" not in padded
-                    and "\ntrue\n" not in padded
-                    and "\nfalse\n" not in padded
-                    and "\nnull\n" not in padded
-                    and (
-                        _LINE_CANDIDATE.search(padded) is None
-                        or _LINE_NUMERIC.search(padded) is None
-                    )
-                ):
-                    return column  # nothing needs quotes
-            elif _JOINED_ESCAPE_RE.search(joined) is None and all(
-                map(contains, column, repeat(":"))
-            ):
-                # Every string has a colon (e.g. ISO timestamps) and none needs
-                # an escape: all are quoted verbatim.
-                return ('"' + '"\n"'.join(column) + '"').split("\n")
+        mode, joined = self.string_mode(column)
+        if mode == "plain":
+            return column
+        if mode == "quoted":
+            return ('"' + joined.replace("\n", '"\n"') + '"').split("\n")
         return list(map(self.string, column))
 
+    def number_cells(self, values: Any) -> list[str] | None:
+        """Cells of a column of numbers and nulls formatted by orjson, or None
+        when the column holds anything else (or orjson cannot take it)."""
+        try:
+            raw = _orjson.dumps(values)
+        except (TypeError, ValueError):  # unsupported type, int beyond 64 bits
+            return None
+        if b'"' in raw or b"{" in raw or b"t" in raw or b"f" in raw or b"[" in raw[1:]:
+            return None  # strings, objects, booleans or arrays: not a number column
+        return _fix_number_tokens(raw[1:-1].decode(), values, self.prim)
+
     def table(self, objects: Any, types: set) -> tuple[str, list] | None:
-        """Field list and leaf cell columns of uniform objects (§9.3), or None.
+        """Field list and leaf columns of uniform objects (§9.3), or None.
 
         ``objects`` is a non-empty sequence of dicts and ``types`` their types.
+        Each leaf is ``(values, value_types)``; ``value_types`` is None for a
+        column whose first value is a number, left for the formatter to
+        verify (orjson checks it while formatting, saving a type scan).
         """
         first = objects[0]
         width = len(first)
@@ -398,8 +461,9 @@ class _Encoder:
             if type(key) is not str:
                 _check_keys(first)
                 break
+        guess = _orjson is not None
         names = []
-        cells = []
+        leaves = []
         for key in keys:
             if safe_lookup:
                 try:
@@ -408,30 +472,185 @@ class _Encoder:
                     return None
             else:
                 values = [obj[key] for obj in objects]
+            if guess and type(values[0]) in _ORJSON_FIRST:
+                names.append(self.key(key))
+                leaves.append((values, None))
+                continue
             value_types = set(map(type, values))
             if value_types <= _PRIM_TYPES:
-                names.append(self.key(key))
-                cells.append((values, value_types))
-                continue
-            kinds = {_kind_of_type(t) for t in value_types}
+                kinds = {_PRIM}
+            else:
+                kinds = {_kind_of_type(t) for t in value_types}
             if kinds == {_PRIM}:
                 names.append(self.key(key))
-                cells.append((values, value_types))
+                leaves.append((values, value_types))
             elif kinds == {_DICT}:  # nested-uniform column candidate
                 nested = self.table(values, value_types)
                 if nested is None:
                     return None
                 names.append(self.key(key) + nested[0])
-                cells.extend(nested[1])
+                leaves.extend(nested[1])
             else:
                 return None
-        return "{" + self.delim.join(names) + "}", cells
+        return "{" + self.delim.join(names) + "}", leaves
 
-    def rows(self, cells: list) -> Iterator[str]:
-        columns = [self.column(values, value_types) for values, value_types in cells]
+    def table_columns(self, leaves: list) -> list | None:
+        """Format table leaves column by column; None if a column guessed to
+        be numeric holds an object or array (the objects are not uniform)."""
+        columns = []
+        for values, value_types in leaves:
+            if value_types is None:
+                cells = self.number_cells(values)
+                if cells is not None:
+                    columns.append(cells)
+                    continue
+                value_types = set(map(type, values))
+                if not value_types <= _PRIM_TYPES and {_kind_of_type(t) for t in value_types} != {_PRIM}:
+                    return None
+            columns.append(self.column(values, value_types))
+        return columns
+
+    def rows(self, columns: list) -> Iterator[str]:
         if len(columns) == 1:
             return iter(columns[0])
         return map(self.delim.join, zip(*columns))
+
+    def table_block(self, leaves: list, depth: int) -> _Rows | _Text | None:
+        """The rows of a tabular array at ``depth``, or None (not uniform)."""
+        prefix = self.unit * depth
+        if _orjson is not None:
+            body = self.table_text(leaves, prefix)
+            if body is not None:
+                return _Text(body)
+        columns = self.table_columns(leaves)
+        if columns is None:
+            return None
+        return _Rows(prefix, self.rows(columns))
+
+    def table_text(self, leaves: list, prefix: str) -> str | None:
+        """All rows of a table rendered by one orjson call, or None when the
+        table does not qualify (the column-wise path then handles it).
+
+        Qualifies: every leaf column holds only numbers and nulls, or only
+        strings that all stay bare or are all quoted verbatim (their JSON form
+        then equals the TOON one), and no string holds a comma, bracket or
+        brace.  The JSON text of the rows then differs from the TOON rows only
+        in ways fixed by plain replacements (``.0`` of integral floats, the
+        quotes of bare strings, the delimiter, the row brackets) and in rare
+        number tokens (exponents, ``-0.0``) that are patched from their values.
+        The number columns are checked on the JSON text itself: any string,
+        boolean, object or array among them shows there.
+        """
+        delim = self.delim
+        string_mode = None
+        string_columns = 0
+        letters_in_strings = False
+        columns = []
+        numeric = []
+        for values, value_types in leaves:
+            if value_types is None or value_types <= _NUMERIC_TYPES:
+                numeric.append(len(columns))
+            elif value_types == _STR_ONLY:
+                mode, joined = self.string_mode(values)
+                if mode is None or (string_mode is not None and mode != string_mode):
+                    return None
+                if "," in joined or "[" in joined or "]" in joined or "{" in joined or "}" in joined:
+                    return None
+                string_mode = mode
+                string_columns += 1
+                if not letters_in_strings:
+                    letters_in_strings = (
+                        "e" in joined or "E" in joined or "a" in joined or "i" in joined
+                    )
+            else:
+                return None
+            columns.append(values)
+        if letters_in_strings and _Fragment is not None:
+            # Odd number tokens cannot be told from string content in the
+            # table text: check and fix the number columns one by one.
+            for index in numeric:
+                values = self.number_values(columns[index])
+                if values is None:
+                    return None
+                columns[index] = values
+        elif letters_in_strings:
+            return None
+        count = len(columns[0])
+        try:
+            text = _orjson.dumps(list(zip(*columns))).decode()
+        except (TypeError, ValueError):
+            return None
+        if (
+            "{" in text
+            or text.count("[") != count + 1
+            or text.count('"') != 2 * count * string_columns
+            or ",true" in text
+            or ",false" in text
+            or "[true" in text
+            or "[false" in text
+        ):
+            return None  # a string, boolean, object or array in a number column
+        if not letters_in_strings:
+            odd = _odd_number_positions(text)
+            if odd:
+                text = self.patch_numbers(text, odd, columns)
+        if ".0," in text:
+            text = text.replace(".0,", ",")
+        if ".0]" in text:
+            text = text.replace(".0]", "]")
+        if string_mode == "plain":
+            text = text.replace('"', "")
+        if delim != ",":
+            text = text.replace(",", delim)
+        return prefix + text[2:-2].replace("]" + delim + "[", "\n" + prefix)
+
+    def patch_numbers(self, text: str, positions: list[int], columns: list) -> str:
+        """Replace the number tokens at ``positions`` of the JSON rows text
+        (``[[c,c,...],[c,...],...]``, no commas or brackets inside strings)
+        with the canonical text of their values."""
+        pieces = []
+        done = 0  # text[:done] is in pieces
+        row = 0
+        row_start = 2
+        for position in positions:
+            if position < done:
+                continue  # a second marker in a token already patched
+            rows_between = text.count("],[", row_start, position)
+            if rows_between:
+                row += rows_between
+                row_start = text.rfind("],[", row_start, position) + 3
+            start = text.rfind(",", row_start, position) + 1 or row_start
+            column = text.count(",", row_start, start)
+            end = text.find(",", position)
+            close = text.find("]", position)
+            if end == -1 or close < end:
+                end = close
+            pieces.append(text[done:start])
+            pieces.append(self.prim(columns[column][row]))
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
+
+    def number_values(self, values: list) -> list | None:
+        """``values`` ready for :meth:`table_text`: None unless every value is
+        a number or null; tokens orjson would not write canonically are
+        replaced by ``orjson.Fragment`` objects holding the canonical text."""
+        try:
+            raw = _orjson.dumps(values)
+        except (TypeError, ValueError):
+            return None
+        if b'"' in raw or b"{" in raw or b"t" in raw or b"f" in raw or b"[" in raw[1:]:
+            return None
+        if b"e" in raw or b"E" in raw or b"a" in raw or b"i" in raw or b"-0.0," in raw or raw.endswith(b"-0.0]"):
+            text = raw.decode()
+            values = list(values)
+            index = position = 0
+            for start in _odd_number_positions(text):
+                index += text.count(",", position, start)  # token number
+                position = start
+                if type(values[index]) is not _Fragment:
+                    values[index] = _Fragment(self.prim(values[index]).encode())
+        return values
 
     # -- structure ----------------------------------------------------------
 
@@ -510,10 +729,12 @@ class _Encoder:
             return
         if tabular and kinds == {_DICT}:
             plan = self.table(array, types)
-            if plan is not None:  # §9.3 tabular array
-                yield header + plan[0] + ":"
-                yield _Rows(self.unit * (depth + 1), self.rows(plan[1]))
-                return
+            if plan is not None:
+                block = self.table_block(plan[1], depth + 1)
+                if block is not None:  # §9.3 tabular array
+                    yield header + plan[0] + ":"
+                    yield block
+                    return
         yield header + ":"  # §9.2, §9.4 expanded list
         for item in array:
             yield from self.item(item, depth + 1)
@@ -543,7 +764,13 @@ class _Encoder:
         types = set(map(type, values))
         if types != _DICT_ONLY and {_kind_of_type(t) for t in types} != {_DICT}:
             return None
-        return self.table(values, types)
+        plan = self.table(values, types)
+        if plan is None:
+            return None
+        columns = self.table_columns(plan[1])
+        if columns is None:
+            return None
+        return plan[0], columns
 
     def keyed(self, head: str, obj: dict, plan: tuple[str, list], depth: int) -> Iterator[Any]:
         """An object of uniform objects in keyed tabular form (§9.5)."""
