@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from rest_framework.renderers import BaseRenderer
 
-import importlib
+from . import toon
 from .media import CONTENT_TYPES, JSON, TOON
 
 
@@ -15,7 +15,7 @@ def to_json_bytes(data) -> bytes:
 
 
 def to_toon_bytes(data) -> bytes:
-    return importlib.import_module("config.api.toon").encode(data).encode("utf-8")
+    return toon.encode(data).encode("utf-8")
 
 
 class JSONRenderer(BaseRenderer):

@@ -17,9 +17,10 @@ Public API
 
 Values: ``dict`` (keys: ``str``; ``int``/``float``/``bool``/``None`` keys are
 converted as :func:`json.dumps` does), ``list`` and ``tuple``, ``str``, ``int``,
-``float``, ``bool`` and ``None`` (subclasses of these are accepted too, and an
-``enum.Enum`` member encodes as its value).  Anything else raises ``TypeError``; a reference cycle, an unpaired surrogate in
-a string, or two keys that collide after conversion raise ``ValueError``.
+``float``, ``bool`` and ``None``; subclasses of these are accepted too, and an
+``enum.Enum`` member encodes as its value.  Anything else raises ``TypeError``;
+a reference cycle, an unpaired surrogate in a string, or two keys that collide
+after conversion raise ``ValueError``.
 
 Numbers: canonical decimal form (§2) for every finite number, never exponent
 notation (``1e-7`` -> ``0.0000001``, ``1e21`` -> ``1000000000000000000000``);
@@ -28,12 +29,16 @@ integral floats print as integers with their exact digits (``5.0`` -> ``5``);
 floats use the shortest digits that round-trip (Python's ``repr``).
 
 Speed: tables (arrays of uniform objects, §9.3, and keyed tables, §9.5) are
-formatted column by column with C-level bulk operations: a column of strings is
-checked for quoting in one pass over its joined text, and numeric columns are
-formatted in one call.  When ``orjson`` (a project dependency) is importable it
-is used only as a fast shortest-round-trip number formatter for numeric
-columns; its text is normalised to the canonical form above, so the output is
-identical with or without it (``_orjson = None`` forces the pure-Python path).
+built column by column with C-level bulk operations instead of per-value
+calls: a column of strings is classified for quoting with a few scans of its
+joined text, a column of numbers is formatted in one call.  ``orjson`` (a
+project dependency) is used, when importable, purely as a fast
+shortest-round-trip number formatter: for a table of number columns and
+uniformly quoted (or uniformly bare) string columns one ``orjson.dumps`` of the
+row tuples gives text that needs only plain replacements to become the TOON
+rows.  Its output is normalised to the canonical form above, so the result is
+byte-identical without orjson (``_orjson = None`` forces the pure-Python path,
+which the tests run as well).
 """
 
 from __future__ import annotations
@@ -114,6 +119,21 @@ _LINE_CANDIDATE = re.compile(r"\n[0-9+.eE-]*\n")
 _LINE_NUMERIC = re.compile(r"\n\+?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\n")
 # Escapes needed anywhere in a joined column, "\n" (the separator) excepted.
 _JOINED_ESCAPE_RE = re.compile('["\\\\\x00-\x09\x0b-\x1f\ud800-\udfff]')
+
+
+# Characters that force quotes anywhere in a value (§7.2), including the
+# delimiter: the document delimiter, which is also the active one of every
+# header this encoder writes (§11.1); and the same for a column joined by "\n"
+# (the separator is allowed there).  Tab is a control character already.
+_SPECIAL = {
+    delimiter: (
+        re.compile('[:"\\\\\\[\\]{}\x00-\x1f\ud800-\udfff' + extra + "]").search,
+        re.compile('[:"\\\\\\[\\]{}\x00-\x09\x0b-\x1f\ud800-\udfff' + extra + "]").search,
+    )
+    for delimiter, extra in ((",", ","), ("|", "\\|"), ("\t", ""))
+}
+# Encoded keys, shared by all calls (key encoding does not depend on options).
+_KEY_CACHE: dict[str, str] = {}
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -226,22 +246,22 @@ def _fix_number_tokens(text: str, column: Any, prim) -> list[str]:
     return cells
 
 
-def _odd_number_positions(raw: Any) -> list[int]:
-    """Sorted positions, in orjson output (bytes or str) holding numbers, of
-    tokens that are not canonical TOON as they stand: exponents, nan/inf
-    (orjson writes null, but be safe) and negative zero."""
-    text = raw if isinstance(raw, str) else raw.decode()
+def _odd_number_positions(raw: bytes) -> list[int]:
+    """Sorted positions, in orjson output for a list of numbers, of tokens
+    that are not canonical TOON as they stand: exponents, nan/inf (orjson
+    writes null, but be safe) and negative zero."""
     positions = []
-    for marker in ("e", "E", "a", "i"):
-        position = text.find(marker)
+    find = raw.find
+    for marker in (b"e", b"E", b"a", b"i"):
+        position = find(marker)
         while position != -1:
             positions.append(position)
-            position = text.find(marker, position + 1)
-    position = text.find("-0.0")
+            position = find(marker, position + 1)
+    position = find(b"-0.0")
     while position != -1:
-        if text[position - 1] in ",[" and text[position + 4] in ",]":
+        if raw[position - 1] in b",[" and raw[position + 4] in b",]":
             positions.append(position)
-        position = text.find("-0.0", position + 1)
+        position = find(b"-0.0", position + 1)
     positions.sort()
     return positions
 
@@ -301,28 +321,19 @@ class _Encoder:
         self.delim = delimiter
         # §6/§11: the bracket segment names tab and pipe; comma is implicit.
         self.sym = "" if delimiter == "," else delimiter
-        extra = "" if delimiter == "\t" else re.escape(delimiter)
-        # Characters that force quotes anywhere in a value (§7.2), including
-        # the delimiter: the document delimiter, which is also the active one
-        # of every header this encoder writes (§11.1).
-        self.special = re.compile('[:"\\\\\\[\\]{}\x00-\x1f\ud800-\udfff' + extra + "]").search
-        # The same, for a column joined by "\n" (the separator is allowed).
-        self.joined_special = re.compile(
-            '[:"\\\\\\[\\]{}\x00-\x09\x0b-\x1f\ud800-\udfff' + extra + "]"
-        ).search
-        self.keys: dict[str, str] = {}
+        self.special, self.joined_special = _SPECIAL[delimiter]
 
     # -- primitives ---------------------------------------------------------
 
     def key(self, key: Any) -> str:
         """Encoded object key / field name (§7.3)."""
         if type(key) is str:
-            cached = self.keys.get(key)
+            cached = _KEY_CACHE.get(key)
             if cached is not None:
                 return cached
             encoded = key if _KEY_RE.match(key) else _quote(key)
-            if len(self.keys) < 4096:
-                self.keys[key] = encoded
+            if len(_KEY_CACHE) < 8192 and len(key) <= 64:
+                _KEY_CACHE[key] = encoded
             return encoded
         text = _coerce_key(key)
         return text if _KEY_RE.match(text) else _quote(text)
@@ -382,10 +393,10 @@ class _Encoder:
     def string_mode(self, column: Any) -> tuple[str | None, str]:
         """Classify a non-empty sequence of ``str`` in bulk (§7.2).
 
-        Returns ``(mode, joined)`` where ``joined`` is ``"\n".join(column)``
-        and mode is ``"plain"`` (no string needs quotes), ``"quoted"`` (every
-        string needs quotes and none needs an escape) or None (mixed, or a
-        string holds a newline).
+        Returns ``(mode, joined)``: ``joined`` is the strings joined by
+        newlines; ``mode`` is ``"plain"`` (no string needs quotes),
+        ``"quoted"`` (every string needs quotes and none needs an escape) or
+        None (mixed, or a string holds a newline).
         """
         joined = "\n".join(column)
         if joined.count("\n") != len(column) - 1:  # a string contains a newline
@@ -534,22 +545,22 @@ class _Encoder:
         Qualifies: every leaf column holds only numbers and nulls, or only
         strings that all stay bare or are all quoted verbatim (their JSON form
         then equals the TOON one), and no string holds a comma, bracket or
-        brace.  The JSON text of the rows then differs from the TOON rows only
-        in ways fixed by plain replacements (``.0`` of integral floats, the
-        quotes of bare strings, the delimiter, the row brackets) and in rare
-        number tokens (exponents, ``-0.0``) that are patched from their values.
-        The number columns are checked on the JSON text itself: any string,
-        boolean, object or array among them shows there.
+        brace.  Number columns are checked and prepared first (see
+        :meth:`number_values`), so the JSON text of the row tuples differs
+        from the TOON rows only in the row brackets, the delimiter and the
+        quotes of bare strings: plain replacements.
         """
         delim = self.delim
         string_mode = None
-        string_columns = 0
-        letters_in_strings = False
+        strip_zero = False
         columns = []
-        numeric = []
         for values, value_types in leaves:
             if value_types is None or value_types <= _NUMERIC_TYPES:
-                numeric.append(len(columns))
+                prepared = self.number_values(values)
+                if prepared is None:
+                    return None
+                values, many_integral = prepared
+                strip_zero = strip_zero or many_integral
             elif value_types == _STR_ONLY:
                 mode, joined = self.string_mode(values)
                 if mode is None or (string_mode is not None and mode != string_mode):
@@ -557,100 +568,68 @@ class _Encoder:
                 if "," in joined or "[" in joined or "]" in joined or "{" in joined or "}" in joined:
                     return None
                 string_mode = mode
-                string_columns += 1
-                if not letters_in_strings:
-                    letters_in_strings = (
-                        "e" in joined or "E" in joined or "a" in joined or "i" in joined
-                    )
             else:
                 return None
             columns.append(values)
-        if letters_in_strings and _Fragment is not None:
-            # Odd number tokens cannot be told from string content in the
-            # table text: check and fix the number columns one by one.
-            for index in numeric:
-                values = self.number_values(columns[index])
-                if values is None:
-                    return None
-                columns[index] = values
-        elif letters_in_strings:
-            return None
-        count = len(columns[0])
         try:
             text = _orjson.dumps(list(zip(*columns))).decode()
         except (TypeError, ValueError):
             return None
-        if (
-            "{" in text
-            or text.count("[") != count + 1
-            or text.count('"') != 2 * count * string_columns
-            or ",true" in text
-            or ",false" in text
-            or "[true" in text
-            or "[false" in text
-        ):
-            return None  # a string, boolean, object or array in a number column
-        if not letters_in_strings:
-            odd = _odd_number_positions(text)
-            if odd:
-                text = self.patch_numbers(text, odd, columns)
-        if ".0," in text:
-            text = text.replace(".0,", ",")
-        if ".0]" in text:
-            text = text.replace(".0]", "]")
+        if strip_zero:  # integral floats left as floats: drop their ".0"
+            text = text.replace(".0,", ",").replace(".0]", "]")
         if string_mode == "plain":
             text = text.replace('"', "")
         if delim != ",":
             text = text.replace(",", delim)
         return prefix + text[2:-2].replace("]" + delim + "[", "\n" + prefix)
 
-    def patch_numbers(self, text: str, positions: list[int], columns: list) -> str:
-        """Replace the number tokens at ``positions`` of the JSON rows text
-        (``[[c,c,...],[c,...],...]``, no commas or brackets inside strings)
-        with the canonical text of their values."""
-        pieces = []
-        done = 0  # text[:done] is in pieces
-        row = 0
-        row_start = 2
-        for position in positions:
-            if position < done:
-                continue  # a second marker in a token already patched
-            rows_between = text.count("],[", row_start, position)
-            if rows_between:
-                row += rows_between
-                row_start = text.rfind("],[", row_start, position) + 3
-            start = text.rfind(",", row_start, position) + 1 or row_start
-            column = text.count(",", row_start, start)
-            end = text.find(",", position)
-            close = text.find("]", position)
-            if end == -1 or close < end:
-                end = close
-            pieces.append(text[done:start])
-            pieces.append(self.prim(columns[column][row]))
-            done = end
-        pieces.append(text[done:])
-        return "".join(pieces)
+    def number_values(self, values: list) -> tuple[list, bool] | None:
+        """Check and prepare a number column for :meth:`table_text`.
 
-    def number_values(self, values: list) -> list | None:
-        """``values`` ready for :meth:`table_text`: None unless every value is
-        a number or null; tokens orjson would not write canonically are
-        replaced by ``orjson.Fragment`` objects holding the canonical text."""
+        None unless every value is a number or null (orjson formats them, and
+        anything else shows in its text).  Values whose orjson token is not
+        canonical TOON (exponents, ``-0.0``) become ``orjson.Fragment`` objects
+        holding the canonical text; a few integral floats become ints (so no
+        ``.0`` is written).  Returns ``(values, many_integral)``, the flag
+        asking the caller to strip ``.0`` from the text instead, which is
+        cheaper when integral floats are many.
+        """
         try:
             raw = _orjson.dumps(values)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # unsupported type, int beyond 64 bits
             return None
         if b'"' in raw or b"{" in raw or b"t" in raw or b"f" in raw or b"[" in raw[1:]:
-            return None
-        if b"e" in raw or b"E" in raw or b"a" in raw or b"i" in raw or b"-0.0," in raw or raw.endswith(b"-0.0]"):
-            text = raw.decode()
-            values = list(values)
+            return None  # strings, objects, booleans or arrays
+        odd = b"e" in raw or b"E" in raw or b"a" in raw or b"i" in raw or b"-0.0" in raw
+        integral = raw.count(b".0,") + raw.endswith(b".0]")
+        if not odd and not integral:
+            return values, False
+        values = list(values)
+        count = raw.count
+        if odd:
+            if _Fragment is None:
+                return None
             index = position = 0
-            for start in _odd_number_positions(text):
-                index += text.count(",", position, start)  # token number
+            for start in _odd_number_positions(raw):
+                index += count(b",", position, start)  # token number
                 position = start
                 if type(values[index]) is not _Fragment:
                     values[index] = _Fragment(self.prim(values[index]).encode())
-        return values
+        if integral * 8 > len(values):
+            return values, True
+        if integral:
+            find = raw.find
+            index = position = 0
+            start = find(b".0,")
+            while start != -1:
+                index += count(b",", position, start)
+                position = start
+                if type(values[index]) is float:
+                    values[index] = int(values[index])
+                start = find(b".0,", start + 3)
+            if raw.endswith(b".0]") and type(values[-1]) is float:
+                values[-1] = int(values[-1])
+        return values, False
 
     # -- structure ----------------------------------------------------------
 

@@ -158,8 +158,18 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Market Data API",
-    "DESCRIPTION": "Crypto market data: historical series, snapshots, live bars, SSE and "
-    "spoofing detection. Every response is JSON (default) or TOON.",
+    "DESCRIPTION": (
+        "Crypto market data: historical series, snapshots, live bars, an SSE feed and live "
+        "spoofing detection.\n\n"
+        "**Authentication**: `Authorization: Bearer mdp_live_...` (create keys on the API keys page).\n\n"
+        "**Formats**: every response, errors included, is JSON (default) or TOON. The first rule "
+        "that applies: `Accept: application/toon`, then the body's `format`, then `?format=`, then "
+        "JSON. An Accept header admitting neither type gets 415.\n\n"
+        "**Errors**: `{\"error\": {\"code\", \"message\", \"details\", \"request_id\"}}` for every status.\n\n"
+        "**Quota**: series and control-plane calls count 1 request plus the served bytes against the "
+        "monthly budget; every response to a key carries `X-Quota-*` headers; a used-up budget answers "
+        "429 with `Retry-After`. `/me/usage` and SSE streams are free."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
@@ -199,3 +209,15 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }
+
+# Market data (market/).
+BAR_RETENTION_DAYS = {
+    "second": env.int("RETENTION_SECOND_BARS_DAYS", default=7),
+    "minute": env.int("RETENTION_MINUTE_BARS_DAYS", default=90),
+    "hour": env.int("RETENTION_HOUR_BARS_DAYS", default=0),  # 0: keep
+    "day": env.int("RETENTION_DAY_BARS_DAYS", default=0),
+}
+RANKING_PROVIDER = env("RANKING_PROVIDER", default="file")  # file | coingecko
+RANKING_FILE = env("RANKING_FILE", default="")
+COINGECKO_API_KEY = env("COINGECKO_API_KEY", default="")
+SIMULATOR_SEED = env.int("SIMULATOR_SEED", default=0)
