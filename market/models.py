@@ -1,1 +1,142 @@
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Upper
 
+
+class Exchange(models.Model):
+    """A venue and the source that feeds its pairs."""
+
+    class Source(models.TextChoices):
+        SIMULATOR = "simulator", "Simulator (deterministic, labelled as simulated)"
+        REPLAY = "replay", "Replay of recorded files"
+        EXCHANGE = "exchange", "Live exchange (ccxt)"
+
+    slug = models.SlugField(max_length=40, unique=True, help_text="Lower case, as in the API path")
+    name = models.CharField(max_length=100)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.SIMULATOR)
+    ccxt_id = models.CharField(max_length=40, blank=True, help_text="ccxt exchange id for the live source")
+    replay_path = models.CharField(max_length=500, blank=True, help_text="File or folder for the replay source")
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(source__in=["simulator", "replay", "exchange"]),
+                                   name="exchange_source_valid"),
+            models.CheckConstraint(condition=~Q(source="exchange") | ~Q(ccxt_id=""),
+                                   name="exchange_live_needs_ccxt_id"),
+            models.CheckConstraint(condition=~Q(source="replay") | ~Q(replay_path=""),
+                                   name="exchange_replay_needs_path"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == self.Source.SIMULATOR
+
+
+class Asset(models.Model):
+    """A token, with its market-cap rank from the ranking provider."""
+
+    symbol = models.CharField(max_length=20, unique=True, help_text="Upper case, e.g. BTC")
+    name = models.CharField(max_length=100, blank=True)
+    market_cap_rank = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    market_cap_usd = models.FloatField(null=True, blank=True)
+    circulating_supply = models.FloatField(null=True, blank=True)
+    ranked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["symbol"]
+        constraints = [
+            models.CheckConstraint(condition=Q(symbol=Upper("symbol")), name="asset_symbol_upper"),
+        ]
+
+    def __str__(self) -> str:
+        return self.symbol
+
+
+class Pair(models.Model):
+    exchange = models.ForeignKey(Exchange, on_delete=models.PROTECT, related_name="pairs")
+    base = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="base_pairs")
+    quote = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="quote_pairs")
+    streamable = models.BooleanField(default=True, help_text="Can be subscribed to and streamed")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["exchange__slug", "base__symbol", "quote__symbol"]
+        constraints = [
+            models.UniqueConstraint(fields=["exchange", "base", "quote"], name="pair_unique"),
+            models.CheckConstraint(condition=~Q(base=models.F("quote")), name="pair_two_assets"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.exchange_id and self.exchange.slug}/{self.base.symbol}/{self.quote.symbol}"
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.base.symbol}-{self.quote.symbol}"
+
+    @property
+    def path(self) -> str:
+        return f"{self.exchange.slug}/{self.base.symbol}/{self.quote.symbol}"
+
+
+class BarFields(models.Model):
+    """The mergeable aggregates of market.bars.Bar, per pair and bar start (epoch ms)."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    ts_ms = models.BigIntegerField()
+    trade_count = models.IntegerField(default=0)
+    open = models.FloatField(null=True)
+    high = models.FloatField(null=True)
+    low = models.FloatField(null=True)
+    close = models.FloatField(null=True)
+    volume = models.FloatField(default=0)
+    buy_volume = models.FloatField(default=0)
+    sell_volume = models.FloatField(default=0)
+    notional = models.FloatField(default=0)
+    price_mean = models.FloatField(default=0)
+    price_m2 = models.FloatField(default=0)
+    book_samples = models.IntegerField(default=0)
+    bid_amount_sum = models.FloatField(default=0)
+    ask_amount_sum = models.FloatField(default=0)
+    bid_notional_sum = models.FloatField(default=0)
+    ask_notional_sum = models.FloatField(default=0)
+    bid_orders_sum = models.BigIntegerField(default=0)
+    ask_orders_sum = models.BigIntegerField(default=0)
+    quote_count = models.IntegerField(default=0)
+    bid_price = models.FloatField(null=True)
+    ask_price = models.FloatField(null=True)
+    spread_bps_sum = models.FloatField(default=0)
+    spread_bps_min = models.FloatField(null=True)
+    spread_bps_max = models.FloatField(null=True)
+
+    class Meta:
+        abstract = True
+
+
+def _bar_meta(name: str):
+    return type("Meta", (), {
+        "constraints": [models.UniqueConstraint(fields=["pair", "ts_ms"], name=f"{name}_pair_ts")],
+    })
+
+
+class SecondBar(BarFields):
+    Meta = _bar_meta("secondbar")
+
+
+class MinuteBar(BarFields):
+    Meta = _bar_meta("minutebar")
+
+
+class HourBar(BarFields):
+    Meta = _bar_meta("hourbar")
+
+
+class DayBar(BarFields):
+    Meta = _bar_meta("daybar")
+
+
+BAR_MODELS = {"second": SecondBar, "minute": MinuteBar, "hour": HourBar, "day": DayBar}

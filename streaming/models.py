@@ -1,1 +1,39 @@
+from django.db import models
+from django.db.models import Q
 
+
+class IngestionState(models.Model):
+    """Where ingestion of a pair stands. The cursor moves only in the transaction that
+    wrote the bars up to it, so a worker killed mid-batch loses and repeats nothing.
+
+    `wanted` is true while at least one account subscribes (or staff pin the pair);
+    `lease_owner` / `lease_until` say which worker owns the pair; `heartbeat_at` is the
+    last commit, read by the status endpoint and by the supervisor."""
+
+    pair = models.OneToOneField("market.Pair", on_delete=models.CASCADE, related_name="ingestion")
+    wanted = models.BooleanField(default=False, db_index=True)
+    unwanted_since = models.DateTimeField(null=True, blank=True,
+                                          help_text="Last unsubscribe; ingestion stops after the grace period")
+    cursor_ms = models.BigIntegerField(null=True, blank=True, help_text="Events before this are in the bars")
+    coverage_from_ms = models.BigIntegerField(null=True, blank=True, help_text="Start of continuous bars")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    trade_seen_ms = models.BigIntegerField(null=True, blank=True)
+    book_seen_ms = models.BigIntegerField(null=True, blank=True)
+    quote_seen_ms = models.BigIntegerField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    fatal = models.BooleanField(default=False, help_text="The source refused the pair; needs staff")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(cursor_ms__isnull=True) | Q(cursor_ms__gte=0),
+                                   name="ingestion_cursor_nonnegative"),
+            models.CheckConstraint(condition=Q(lease_owner="") | Q(lease_until__isnull=False),
+                                   name="ingestion_lease_has_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"ingestion of {self.pair_id}"

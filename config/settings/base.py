@@ -221,3 +221,19 @@ RANKING_PROVIDER = env("RANKING_PROVIDER", default="file")  # file | coingecko
 RANKING_FILE = env("RANKING_FILE", default="")
 COINGECKO_API_KEY = env("COINGECKO_API_KEY", default="")
 SIMULATOR_SEED = env.int("SIMULATOR_SEED", default=0)
+SIMULATOR_EPISODES_PER_HOUR = env.float("SIMULATOR_EPISODES_PER_HOUR", default=4.0)
+
+# Ingestion (streaming/ingestion.py).
+INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=not REDIS_URL)
+INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=True)
+INGESTION_LAG_MS = env.int("INGESTION_LAG_MS", default=1000)
+INGESTION_MAX_WINDOW_MS = env.int("INGESTION_MAX_WINDOW_MS", default=120_000)
+INGESTION_LEASE_SECONDS = env.int("INGESTION_LEASE_SECONDS", default=30)
+INGESTION_TASK_LIFETIME_SECONDS = env.int("INGESTION_TASK_LIFETIME_SECONDS", default=300)
+INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
+INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
+CELERY_BEAT_SCHEDULE = {
+    "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},
+    "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},
+    "purge-bars": {"task": "market.purge_bars", "schedule": 3600.0},
+}

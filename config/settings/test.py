@@ -1,7 +1,7 @@
 """Tests: embedded by default, full mode when DATABASE_URL / REDIS_URL are set (CI)."""
 
 from .base import *  # noqa: F401,F403
-from .base import CACHES, REDIS_URL
+from .base import CACHES, REDIS_URL, env
 
 # Cheap argon2 parameters keep the suite fast; the production parameters are benchmarked.
 API_KEY_ARGON2 = {"time_cost": 1, "memory_cost": 1024, "parallelism": 1}
@@ -17,3 +17,7 @@ if REDIS_URL:
     CACHES["default"]["KEY_PREFIX"] = "mdp-test"
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
+
+# Tests drive ingestion steps themselves; integration tests start real workers.
+INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=False)
+INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=False)

@@ -1,0 +1,140 @@
+"""Functions that write the catalog and the bar store."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable
+
+from django.conf import settings
+from django.db import transaction
+
+from .bars import BAR_FIELDS, GRANULARITY_MS, Bar, floor_ms, merge
+from .models import BAR_MODELS, Asset, Exchange, Pair
+
+logger = logging.getLogger(__name__)
+
+ROLL_UPS = (("second", "minute"), ("minute", "hour"), ("hour", "day"))
+_UPDATE_FIELDS = [f for f in BAR_FIELDS if f != "ts_ms"]
+
+
+def _upsert(granularity: str, pair: Pair, bars: Iterable[Bar]) -> None:
+    model = BAR_MODELS[granularity]
+    rows = [model(pair=pair, **{f: getattr(bar, f) for f in BAR_FIELDS}) for bar in bars]
+    if rows:
+        model.objects.bulk_create(rows, batch_size=2000, update_conflicts=True,
+                                  unique_fields=["pair", "ts_ms"], update_fields=_UPDATE_FIELDS)
+
+
+def _roll_up(pair: Pair, child: str, parent: str, from_ms: int, to_ms: int) -> tuple[int, int]:
+    """Recompute the parent bars covering [from_ms, to_ms) from their stored children.
+    Recomputing (not adding) keeps roll-ups exact when a child is written twice."""
+    start, end = floor_ms(from_ms, parent), floor_ms(to_ms - 1, parent) + GRANULARITY_MS[parent]
+    groups: dict[int, list[Bar]] = defaultdict(list)
+    rows = (BAR_MODELS[child].objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end)
+            .order_by("ts_ms").values_list(*BAR_FIELDS))
+    for row in rows.iterator(chunk_size=5000):
+        bar = Bar(*row)
+        groups[floor_ms(bar.ts_ms, parent)].append(bar)
+    _upsert(parent, pair, (merge(children, ts) for ts, children in sorted(groups.items())))
+    return start, end
+
+
+def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:
+    """Upsert bars of one granularity and recompute every coarser bar they fall in.
+    Runs inside the caller's transaction when there is one (ingestion), so the bars and
+    the source cursor commit together."""
+    if not bars:
+        return
+    with transaction.atomic():
+        _upsert(granularity, pair, bars)
+        lo, hi = bars[0].ts_ms, bars[-1].ts_ms + GRANULARITY_MS[granularity]
+        for child, parent in ROLL_UPS:
+            if GRANULARITY_MS[child] < GRANULARITY_MS[granularity]:
+                continue
+            lo, hi = _roll_up(pair, child, parent, lo, hi)
+
+
+def bars_purge(*, now_ms: int) -> dict[str, int]:
+    """Delete bars older than their granularity's retention (settings.BAR_RETENTION_DAYS)."""
+    deleted = {}
+    for granularity, days in settings.BAR_RETENTION_DAYS.items():
+        if days:
+            cutoff = now_ms - days * 86_400_000
+            deleted[granularity], _ = BAR_MODELS[granularity].objects.filter(ts_ms__lt=cutoff).delete()
+    return deleted
+
+
+# -- catalog ---------------------------------------------------------------------------
+
+DEMO_EXCHANGES = {
+    "binance": ("Binance", ["BTC/USDT", "ETH/USDT", "SOL/USDT", "XRP/USDT", "BNB/USDT", "DOGE/USDT", "ADA/USDT",
+                            "ETH/BTC"]),
+    "coinbase": ("Coinbase", ["BTC/USD", "ETH/USD", "SOL/USD", "XRP/USD", "DOGE/USD", "USDT/USD"]),
+    "kraken": ("Kraken", ["BTC/USD", "ETH/USD", "BTC/EUR", "XRP/EUR", "SOL/EUR", "ADA/USD"]),
+}
+FIAT = {"USD": "US Dollar", "EUR": "Euro"}
+RANKINGS_FILE = Path(__file__).resolve().parent / "data" / "rankings.json"
+
+
+def asset_ensure(symbol: str, name: str = "") -> Asset:
+    asset, created = Asset.objects.get_or_create(symbol=symbol.upper(), defaults={"name": name})
+    if name and not asset.name:
+        asset.name = name
+        asset.save(update_fields=["name"])
+    return asset
+
+
+@transaction.atomic
+def catalog_seed_demo() -> list[Pair]:
+    """The demo catalog of API.md: three exchanges fed by the simulator. Idempotent."""
+    if RANKINGS_FILE.exists():
+        rankings_apply(*_file_rankings())
+    for symbol, name in FIAT.items():
+        asset_ensure(symbol, name)
+    pairs = []
+    for slug, (name, symbols) in DEMO_EXCHANGES.items():
+        exchange, _ = Exchange.objects.get_or_create(slug=slug, defaults={"name": name})
+        for text in symbols:
+            base, quote = text.split("/")
+            pair, _ = Pair.objects.get_or_create(exchange=exchange, base=asset_ensure(base),
+                                                 quote=asset_ensure(quote))
+            pairs.append(pair)
+    return pairs
+
+
+def _file_rankings():
+    from .ranking import FileRankingProvider
+
+    return FileRankingProvider(RANKINGS_FILE).fetch()
+
+
+@transaction.atomic
+def rankings_apply(as_of: datetime, tokens) -> int:
+    """Store a ranking: every listed asset gets its rank, market cap and supply; assets no
+    longer listed lose their rank."""
+    seen = set()
+    for token in tokens:
+        asset = asset_ensure(token.symbol, token.name)
+        asset.market_cap_rank = token.rank
+        asset.market_cap_usd = token.market_cap_usd
+        asset.circulating_supply = token.circulating_supply
+        asset.ranked_at = as_of
+        asset.save(update_fields=["market_cap_rank", "market_cap_usd", "circulating_supply", "ranked_at"])
+        seen.add(asset.pk)
+    Asset.objects.exclude(pk__in=seen).update(market_cap_rank=None)
+    return len(seen)
+
+
+def rankings_refresh() -> int:
+    """Fetch the ranking from the configured provider and store it."""
+    from .ranking import CoinGeckoRankingProvider, FileRankingProvider
+
+    if settings.RANKING_PROVIDER == "coingecko":
+        provider = CoinGeckoRankingProvider(api_key=settings.COINGECKO_API_KEY or None)
+    else:
+        provider = FileRankingProvider(settings.RANKING_FILE or RANKINGS_FILE)
+    as_of, tokens = provider.fetch()
+    return rankings_apply(as_of, tokens)

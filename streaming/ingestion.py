@@ -1,0 +1,312 @@
+"""Ingestion: a pair's events become 1-second bars in the store, restartably.
+
+One step, in one transaction: lock the pair's IngestionState, read the source's events
+from the committed cursor to the watermark, build the second bars, upsert them (roll-ups
+included), move the cursor. A worker killed at any point leaves the cursor where the last
+committed bars end, so the next step (on any worker) neither loses nor repeats a bar.
+
+Workers own pairs through a lease (owner + expiry on the state row, renewed every loop);
+a step refuses to write for a pair whose lease it lost. Long-running Celery tasks run the
+loop for a lifetime and re-queue themselves; a supervisor re-queues pairs whose lease ran
+out. In embedded mode one in-process thread runs the same loop for every wanted pair."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from market.bars import MINUTE_MS, SECOND_MS, Bar, floor_ms
+from market.models import Pair
+from market.services import bars_write
+from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
+
+from .models import IngestionState
+from .sources import pair_ref, source_for
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    pass
+
+
+def now_ms() -> int:
+    return int(timezone.now().timestamp() * 1000)
+
+
+def new_owner_id(kind: str) -> str:
+    return f"{kind}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class StepResult:
+    pair_id: int
+    bars: list[Bar]
+    cursor_ms: int
+    caught_up: bool
+
+
+def _publish_after_commit(pair: Pair, bars: list[Bar]) -> None:
+    from .publish import publish_bars
+
+    if bars:
+        transaction.on_commit(lambda: publish_bars(pair=pair, bars=bars))
+
+
+class PairIngestor:
+    """Turns one pair's events into bars. Keeps the bar builder (with its order book) in
+    memory between steps; it is rebuilt from the source whenever the committed cursor is
+    not where this builder stopped (first step, another worker ran the pair, a failure)."""
+
+    def __init__(self, pair: Pair, owner: str = ""):
+        from market.sources.bar_builder import BarBuilder
+
+        self.pair = pair
+        self.ref = pair_ref(pair)
+        self.source = source_for(pair)
+        self.owner = owner
+        self._builder_class = BarBuilder
+        self.builder = None
+        self.builder_cursor: int | None = None
+
+    def _warm_up(self, cursor_ms: int) -> None:
+        """Rebuild the book as it stood at the cursor from the events since the minute start."""
+        builder = self._builder_class(self.ref)
+        warm_from = floor_ms(cursor_ms, "minute")
+        if warm_from < cursor_ms:
+            for event in self.source.events(self.ref, warm_from, cursor_ms):
+                builder.feed(event)
+            builder.flush(cursor_ms)
+        self.builder, self.builder_cursor = builder, cursor_ms
+
+    def step(self, until_ms: int) -> StepResult | None:
+        """Ingest from the committed cursor up to until_ms (at most one window)."""
+        until_ms = floor_ms(until_ms, "second")
+        try:
+            with transaction.atomic():
+                state = IngestionState.objects.select_for_update().get(pair=self.pair)
+                if self.owner and (state.lease_owner != self.owner or state.lease_until < timezone.now()):
+                    raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
+                if state.cursor_ms is None:
+                    backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
+                cursor = state.cursor_ms
+                end = min(until_ms, cursor + settings.INGESTION_MAX_WINDOW_MS)
+                if end <= cursor:
+                    return None
+                if self.builder_cursor != cursor:
+                    self._warm_up(cursor)
+                seen = {}
+                for event in self.source.events(self.ref, cursor, end):
+                    self.builder.feed(event)
+                    seen[type(event)] = event.ts_ms
+                bars = self.builder.flush(end)
+                bars_write(pair=self.pair, granularity="second", bars=bars)
+                state.cursor_ms = end
+                state.heartbeat_at = timezone.now()
+                state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
+                book_seen = max(seen.get(BookSnapshot, 0), seen.get(BookDelta, 0)) or None
+                state.book_seen_ms = book_seen or state.book_seen_ms
+                state.quote_seen_ms = seen.get(Quote, state.quote_seen_ms)
+                if state.last_error and not state.fatal:
+                    state.last_error = ""
+                state.save()
+                _publish_after_commit(self.pair, bars)
+        except BaseException:
+            self.builder_cursor = None  # the builder saw events that did not commit
+            raise
+        self.builder_cursor = end
+        return StepResult(self.pair.pk, bars, end, caught_up=end >= until_ms)
+
+
+def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
+    """Place the first cursor: the backfill window before now (24 h where the source can
+    provide it). A source that can synthesise history (the simulator) fills all but the
+    last minutes at once, so a new subscription is covered within seconds; events then
+    take over from the cursor."""
+    now = floor_ms(now_ms(), "second")
+    start = floor_ms(now - settings.INGESTION_BACKFILL_HOURS * 3_600_000, "minute")
+    earliest = source.earliest_ms(ref)
+    if earliest is not None:
+        start = max(start, floor_ms(earliest, "second"))
+    cursor = start
+    synthesize = getattr(source, "synthesize_bars", None)
+    if synthesize is not None:
+        live_from = floor_ms(now, "minute") - 2 * MINUTE_MS
+        if live_from > start:
+            bars = list(synthesize(ref, start, live_from, "second"))
+            bars_write(pair=pair, granularity="second", bars=bars)
+            cursor = live_from
+    state.cursor_ms = cursor
+    state.coverage_from_ms = start
+
+
+# -- wanting a pair ------------------------------------------------------------------------
+
+def ingestion_want(*, pair: Pair) -> IngestionState:
+    """Someone subscribes: make sure the pair is ingested (starting it if nobody was)."""
+    state, _ = IngestionState.objects.get_or_create(pair=pair)
+    if not state.wanted or state.unwanted_since:
+        IngestionState.objects.filter(pk=state.pk).update(wanted=True, unwanted_since=None)
+        state.refresh_from_db()
+    if state.fatal:
+        return state
+    transaction.on_commit(lambda: _kick(pair.pk))
+    return state
+
+
+def ingestion_unwant(*, pair: Pair) -> None:
+    """The last subscriber left: ingestion stops after the grace period."""
+    IngestionState.objects.filter(pair=pair, wanted=True, unwanted_since__isnull=True).update(
+        unwanted_since=timezone.now())
+
+
+def _kick(pair_id: int) -> None:
+    if not settings.INGESTION_AUTOSTART:
+        return
+    if settings.INGESTION_IN_PROCESS:
+        EmbeddedIngestion.ensure_started()
+        return
+    from .tasks import ingest_pairs
+
+    ingest_pairs.delay([pair_id])
+
+
+def wanted_pair_ids() -> list[int]:
+    grace_end = timezone.now() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
+    return list(IngestionState.objects.filter(wanted=True, fatal=False)
+                .filter(Q(unwanted_since__isnull=True) | Q(unwanted_since__gt=grace_end))
+                .values_list("pair_id", flat=True))
+
+
+def retire_unwanted() -> int:
+    """Pairs whose grace period ended stop being wanted (their bars stay)."""
+    grace_end = timezone.now() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
+    return IngestionState.objects.filter(wanted=True, unwanted_since__lte=grace_end).update(
+        wanted=False, lease_owner="", lease_until=None)
+
+
+# -- leases and the worker loop ---------------------------------------------------------------
+
+def leases_acquire(*, owner: str, pair_ids: list[int]) -> list[int]:
+    """Take or renew the lease of each pair that is free, expired or already ours."""
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
+    owned = []
+    for pair_id in pair_ids:
+        updated = IngestionState.objects.filter(pair_id=pair_id, wanted=True, fatal=False).filter(
+            Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_until__lt=now)
+        ).update(lease_owner=owner, lease_until=until)
+        if updated:
+            owned.append(pair_id)
+    return owned
+
+
+def leases_release(*, owner: str) -> None:
+    IngestionState.objects.filter(lease_owner=owner).update(lease_owner="", lease_until=None)
+
+
+def pairs_needing_a_worker() -> list[int]:
+    now = timezone.now()
+    return list(IngestionState.objects.filter(pair_id__in=wanted_pair_ids())
+                .filter(Q(lease_owner="") | Q(lease_until__lt=now)).values_list("pair_id", flat=True))
+
+
+def record_failure(pair_id: int, exc: BaseException, *, fatal: bool = False) -> None:
+    IngestionState.objects.filter(pair_id=pair_id).update(
+        last_error=f"{type(exc).__name__}: {exc}"[:2000], last_error_at=timezone.now(), fatal=fatal)
+
+
+def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | None = None,
+             lifetime_seconds: float | None = None, tick_seconds: float = 1.0) -> list[int]:
+    """Own the given pairs (None: every wanted pair) and ingest them every tick until the
+    lifetime ends or `stop` is set. Returns the pairs owned at the end; releases the leases
+    on the way out. A task that owns none of its pairs for a lease period gives up: another
+    worker has them."""
+    deadline = time.monotonic() + lifetime_seconds if lifetime_seconds else None
+    ingestors: dict[int, PairIngestor] = {}
+    owned: list[int] = []
+    idle_since = time.monotonic()
+    try:
+        while not (stop and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
+            started = time.monotonic()
+            close_old_connections()
+            try:
+                retire_unwanted()
+                wanted = wanted_pair_ids()
+                candidates = wanted if pair_ids is None else [p for p in pair_ids if p in set(wanted)]
+                owned = leases_acquire(owner=owner, pair_ids=candidates)
+                if owned or pair_ids is None:
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > settings.INGESTION_LEASE_SECONDS:
+                    break
+                until = now_ms() - settings.INGESTION_LAG_MS
+                for pair_id in owned:
+                    ingestor = ingestors.get(pair_id)
+                    if ingestor is None:
+                        pair = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
+                        ingestor = ingestors[pair_id] = PairIngestor(pair, owner)
+                    try:
+                        ingestor.step(until)
+                    except LeaseLost:
+                        ingestors.pop(pair_id, None)
+                    except Exception as exc:
+                        logger.exception("Ingestion step failed for pair %s", pair_id)
+                        record_failure(pair_id, exc, fatal=_is_fatal(exc))
+                for gone in set(ingestors) - set(owned):
+                    ingestors.pop(gone)
+            except Exception:
+                logger.exception("Ingestion loop iteration failed; retrying")
+            finally:
+                close_old_connections()
+            elapsed = time.monotonic() - started
+            wait = max(tick_seconds - elapsed, 0.05)
+            if stop:
+                stop.wait(wait)
+            else:
+                time.sleep(wait)
+    finally:
+        try:
+            leases_release(owner=owner)
+        finally:
+            close_old_connections()
+    return owned
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    return type(exc).__name__ == "SourceFatalError"
+
+
+class EmbeddedIngestion:
+    """The in-process ingestion thread of embedded mode (no broker)."""
+
+    _thread: threading.Thread | None = None
+    _stop = threading.Event()
+    _lock = threading.Lock()
+
+    @classmethod
+    def ensure_started(cls) -> None:
+        with cls._lock:
+            if cls._thread is not None and cls._thread.is_alive():
+                return
+            cls._stop.clear()
+            owner = new_owner_id("embedded")
+            cls._thread = threading.Thread(target=run_loop, name="ingestion", daemon=True,
+                                           kwargs={"owner": owner, "pair_ids": None, "stop": cls._stop})
+            cls._thread.start()
+
+    @classmethod
+    def stop(cls, timeout: float = 10) -> None:
+        cls._stop.set()
+        if cls._thread is not None:
+            cls._thread.join(timeout)
