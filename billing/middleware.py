@@ -27,7 +27,8 @@ class MeteringMiddleware:
             if not ticket.counted:
                 metering.read_month(ticket)
             elif response.streaming:
-                response.streaming_content = self._counting(response.streaming_content, ticket)
+                counter = self._counting_async if response.is_async else self._counting
+                response.streaming_content = counter(response.streaming_content, ticket)
             else:
                 metering.add_bytes(ticket, len(response.content))
         except Exception:
@@ -46,6 +47,18 @@ class MeteringMiddleware:
                 yield chunk
         finally:
             metering.add_bytes(ticket, size)
+
+    @staticmethod
+    async def _counting_async(chunks, ticket):
+        from asgiref.sync import sync_to_async
+
+        size = 0
+        try:
+            async for chunk in chunks:
+                size += len(chunk)
+                yield chunk
+        finally:
+            await sync_to_async(metering.add_bytes)(ticket, size)
 
     @staticmethod
     def _unmetered_refusal(request):

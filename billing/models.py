@@ -66,3 +66,28 @@ class UsageCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.period} {self.period_start}: {self.requests} req, {self.bytes} B"
+
+
+class PairBillingPeriod(models.Model):
+    """The ledger of streamed pairs: one row per continuous stretch in which an account
+    subscribed a pair with a given set of metrics. Changing the metrics closes the stretch
+    and opens the next one; at most one stretch per account and pair is open."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="pair_periods")
+    pair = models.ForeignKey("market.Pair", on_delete=models.PROTECT, related_name="+")
+    metrics = models.CharField(max_length=40, help_text="Comma-separated: trade,book,quote")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "pair"], condition=Q(ended_at__isnull=True),
+                                    name="billing_one_open_period_per_pair"),
+            models.CheckConstraint(condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                                   name="billing_period_ends_after_start"),
+        ]
+        indexes = [models.Index(fields=["account", "started_at"], name="billing_period_account")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.pair_id} {self.metrics} {self.started_at:%Y-%m-%d}→{self.ended_at or '…'}"

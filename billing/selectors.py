@@ -47,3 +47,38 @@ def usage_month(*, account_id: int, now: datetime) -> MonthUsage:
         days.append((day, *per_day.get(day, (0, 0))))
         day += timedelta(days=1)
     return MonthUsage(start=start, end=end, requests=month[0], bytes=month[1], days=days)
+
+
+@dataclass(frozen=True)
+class PairBill:
+    pair_path: str
+    days: int
+    metrics: str
+    cost_usd: float
+    open_now: bool
+
+
+def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill]:
+    """Pairs billed this UTC month: a pair-day is a UTC day on which the pair was
+    subscribed at any moment; the price per pair-month is charged pro rata per pair-day."""
+    from .models import PairBillingPeriod
+
+    start, end = month_bounds(now)
+    days_in_month = (end - start).days
+    periods = (PairBillingPeriod.objects.filter(account=account, started_at__lt=end)
+               .exclude(ended_at__lt=start).select_related("pair__exchange", "pair__base", "pair__quote")
+               .order_by("pair_id", "started_at"))
+    days: dict[int, set] = {}
+    info: dict[int, tuple[str, str, bool]] = {}
+    for period in periods:
+        first = max(period.started_at, start)
+        last = min(period.ended_at or now, end - timedelta(microseconds=1), now)
+        day = first.date()
+        while day <= last.date():
+            days.setdefault(period.pair_id, set()).add(day)
+            day += timedelta(days=1)
+        info[period.pair_id] = (period.pair.path, period.metrics, period.ended_at is None)
+    price = float(pair_price_usd)
+    return [PairBill(pair_path=info[pid][0], days=len(d), metrics=info[pid][1],
+                     cost_usd=round(price * len(d) / days_in_month, 2), open_now=info[pid][2])
+            for pid, d in sorted(days.items(), key=lambda item: info[item[0]][0])]

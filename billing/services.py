@@ -56,3 +56,21 @@ def plans_seed_defaults() -> list[Plan]:
         existing = Plan.objects.filter(name=name).first()
         plans.append(existing or plan_upsert(name=name, **fields))
     return plans
+
+
+def pair_period_record(*, account, pair, metrics: list[str], now) -> None:
+    """Keep the ledger in step with a subscription: close the open stretch when the metric
+    set changes (or the pair is dropped), open a new one for a non-empty set. Runs in the
+    caller's transaction, beside the subscription write."""
+    from .models import PairBillingPeriod
+
+    text = ",".join(metrics)
+    open_period = PairBillingPeriod.objects.select_for_update().filter(
+        account=account, pair=pair, ended_at__isnull=True).first()
+    if open_period is not None and open_period.metrics == text:
+        return
+    if open_period is not None:
+        open_period.ended_at = now
+        open_period.save(update_fields=["ended_at"])
+    if metrics:
+        PairBillingPeriod.objects.create(account=account, pair=pair, metrics=text, started_at=now)

@@ -9,6 +9,7 @@ from config.health import healthz
 api_v1 = [
     path("me/usage", UsageView.as_view(), name="me-usage"),
     path("", include("market.urls")),
+    path("", include("streaming.urls")),
     path("schema", SchemaView.as_view(), name="schema"),
     path("docs", ExplorerView.as_view(url_name="schema"), name="docs"),
 ]

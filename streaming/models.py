@@ -37,3 +37,34 @@ class IngestionState(models.Model):
 
     def __str__(self) -> str:
         return f"ingestion of {self.pair_id}"
+
+
+METRICS = ("trade", "book", "quote")
+
+
+class StreamSubscription(models.Model):
+    """An account's live subscription to a pair: the pair plus the metrics it consumes.
+    A row exists only while at least one metric is subscribed."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="stream_subscriptions")
+    pair = models.ForeignKey("market.Pair", on_delete=models.PROTECT, related_name="subscriptions")
+    trade = models.BooleanField(default=False)
+    book = models.BooleanField(default=False)
+    quote = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pair__exchange__slug", "pair__base__symbol", "pair__quote__symbol"]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "pair"], name="subscription_one_per_pair"),
+            models.CheckConstraint(condition=Q(trade=True) | Q(book=True) | Q(quote=True),
+                                   name="subscription_has_a_metric"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} → {self.pair} ({', '.join(self.metrics)})"
+
+    @property
+    def metrics(self) -> list[str]:
+        return [m for m in METRICS if getattr(self, m)]

@@ -37,3 +37,19 @@ def publish_bars(*, pair, bars: list[Bar]) -> None:
             listener(pair, bars)
         except Exception:
             logger.exception("Bar listener %r failed", listener)
+
+
+_subscription_listeners: list = []
+
+
+def subscribe_subscription_changes(listener) -> None:
+    """listener(account_id, pair_id, metrics) after an unsubscribe commits."""
+    _subscription_listeners.append(listener)
+
+
+def publish_subscription_change(*, account_id: int, pair_id: int, metrics: list[str]) -> None:
+    for listener in list(_subscription_listeners):
+        try:
+            listener(account_id, pair_id, metrics)
+        except Exception:
+            logger.exception("Subscription listener %r failed", listener)

@@ -237,3 +237,8 @@ CELERY_BEAT_SCHEDULE = {
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},
     "purge-bars": {"task": "market.purge_bars", "schedule": 3600.0},
 }
+STREAM_READY_COVERAGE = env.float("STREAM_READY_COVERAGE", default=0.95)
+STREAM_STALE_AFTER_SECONDS = env.int("STREAM_STALE_AFTER_SECONDS", default=30)
+STREAM_FAILED_AFTER_SECONDS = env.int("STREAM_FAILED_AFTER_SECONDS", default=600)
+SNAPSHOT_STREAM_ROWS = env.int("SNAPSHOT_STREAM_ROWS", default=5000)
+SNAPSHOT_PAGE_ROWS = env.int("SNAPSHOT_PAGE_ROWS", default=5000)

@@ -1,0 +1,212 @@
+"""The streaming control plane: /api/v1/streams*."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from billing.base_views import AccountAPIView
+from billing.permissions import HasStreamingAccess
+from config.api import params
+from config.api.errors import InvalidParameter, NotFound
+from config.api.media import CONTENT_TYPES, TOON
+from market.bars import BAR_FIELDS, Bar
+from market.models import BAR_MODELS, Pair
+from market.selectors import pair_get, pairs_streamable
+
+from . import selectors, services, snapshot
+from .models import METRICS
+
+GRANULARITIES = ("second", "minute", "hour", "day")
+HOUR_MS = 3_600_000
+SNAPSHOT_CAP_MS = {"second": 24 * HOUR_MS, "minute": 7 * 24 * HOUR_MS, "hour": 30 * 24 * HOUR_MS,
+                   "day": 366 * 24 * HOUR_MS}
+SNAPSHOT_LOOKBACK_MS = {"second": HOUR_MS, "minute": 24 * HOUR_MS, "hour": 7 * 24 * HOUR_MS,
+                        "day": 30 * 24 * HOUR_MS}
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+def _human(ms: int) -> str:
+    hours = ms // HOUR_MS
+    return f"{hours // 24} days" if hours >= 48 else f"{hours} hours"
+
+
+class StreamingView(AccountAPIView):
+    permission_classes = [HasStreamingAccess]
+
+    def pair_or_404(self, exchange: str, base: str, quote: str) -> Pair:
+        pair = pair_get(exchange=exchange, base=base, quote=quote)
+        if pair is None or not pair.streamable:
+            raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.",
+                           details={"pair": f"{exchange}/{base}/{quote}"})
+        return pair
+
+
+SUBSCRIPTION = inline_serializer("Subscription", {
+    "exchange": serializers.CharField(), "base": serializers.CharField(), "quote": serializers.CharField(),
+    "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS)),
+    "state": serializers.ChoiceField(["REQUESTED", "WARMING", "READY", "STALE", "FAILED"])})
+
+
+class StreamsView(StreamingView):
+    @extend_schema(summary="Every pair available for streaming", tags=["streams"], responses=inline_serializer(
+        "PairList", {"pairs": serializers.ListField(child=inline_serializer("PairItem", {
+            "exchange": serializers.CharField(), "base": serializers.CharField(), "quote": serializers.CharField(),
+            "symbol": serializers.CharField(), "source": serializers.CharField(),
+            "simulated": serializers.BooleanField(), "subscribed": serializers.BooleanField(),
+            "metrics": serializers.ListField(child=serializers.CharField())}))}))
+    def get(self, request):
+        mine = selectors.subscriptions_of(account=request.user.account)
+        return Response({"pairs": [{
+            "exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
+            "symbol": pair.symbol, "source": pair.exchange.source, "simulated": pair.exchange.simulated,
+            "subscribed": pair.pk in mine, "metrics": mine[pair.pk].metrics if pair.pk in mine else [],
+        } for pair in pairs_streamable()]})
+
+    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"],
+                   request=inline_serializer("SubscribeRequest", {
+                       "exchange": serializers.CharField(), "base": serializers.CharField(),
+                       "quote": serializers.CharField(),
+                       "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS), required=False)}),
+                   responses={200: SUBSCRIPTION, 201: SUBSCRIPTION})
+    def post(self, request):
+        data = request.data
+        exchange = params.text(data, "exchange", max_length=40)
+        base = params.text(data, "base", max_length=20)
+        quote = params.text(data, "quote", max_length=20)
+        metrics = params.string_list(data, "metrics", METRICS, default=METRICS)
+        pair = pair_get(exchange=exchange, base=base, quote=quote)
+        if pair is None or not pair.streamable:
+            raise InvalidParameter("pair", f"{exchange}/{base}/{quote} is not available for streaming; "
+                                           "GET /api/v1/streams lists the pairs that are")
+        subscription, created = services.subscription_upsert(account=request.user.account, pair=pair,
+                                                             metrics=metrics)
+        status = selectors.pair_status(pair=pair, account=request.user.account)
+        return Response({"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
+                         "metrics": subscription.metrics, "state": status["state"]},
+                        status=201 if created else 200)
+
+
+class StreamPairView(StreamingView):
+    @extend_schema(summary="Unsubscribe the pair, or one metric of it", tags=["streams"],
+                   parameters=[OpenApiParameter("metric", str, enum=list(METRICS), required=False)],
+                   responses={204: None})
+    def delete(self, request, exchange, base, quote):
+        metric = params.choice(request.query_params, "metric", METRICS, default=None)
+        pair = pair_get(exchange=exchange, base=base, quote=quote)
+        if pair is not None:
+            services.subscription_remove(account=request.user.account, pair=pair, metric=metric)
+        return Response(status=204)
+
+
+class StatusView(StreamingView):
+    @extend_schema(summary="Derived state of a pair's stream with its raw signals", tags=["streams"],
+                   responses=inline_serializer("StreamStatus", {
+                       "exchange": serializers.CharField(), "base": serializers.CharField(),
+                       "quote": serializers.CharField(), "subscribed": serializers.BooleanField(),
+                       "state": serializers.CharField(), "signals": serializers.DictField(),
+                       "metrics": serializers.DictField()}))
+    def get(self, request, exchange, base, quote):
+        pair = self.pair_or_404(exchange, base, quote)
+        return Response(selectors.pair_status(pair=pair, account=request.user.account))
+
+
+def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply):
+    """Pages of rows by keyset (ts_ms > last), each page its own short query, so the
+    response can be streamed without a server-side cursor held across threads."""
+    model = BAR_MODELS[granularity]
+
+    def fetch(after_ms: int) -> list[dict]:
+        rows = (model.objects.filter(pair_id=pair_id, ts_ms__gt=after_ms, ts_ms__lt=to_ms)
+                .order_by("ts_ms").values_list(*BAR_FIELDS)[:settings.SNAPSHOT_PAGE_ROWS])
+        return [snapshot.row(Bar(*values), metrics, supply) for values in rows]
+
+    return fetch
+
+
+async def _stream(pieces, fetch, from_ms: int):
+    """The body of a large snapshot: pages fetched one at a time in a worker thread."""
+    after = from_ms - 1
+    try:
+        yield pieces.opening
+        while True:
+            page = await sync_to_async(fetch)(after)
+            if not page:
+                break
+            yield pieces.page(page)
+            after = page[-1]["ts_ms"]
+        if pieces.closing:
+            yield pieces.closing
+    finally:
+        await sync_to_async(close_old_connections)()
+
+
+class SnapshotView(StreamingView):
+    @extend_schema(summary="Historical bars of a pair", tags=["streams"], request=inline_serializer(
+        "SnapshotRequest", {
+            "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS)),
+            "granularity": serializers.ChoiceField(GRANULARITIES),
+            "from_ms": serializers.IntegerField(required=False), "to_ms": serializers.IntegerField(required=False),
+            "format": serializers.ChoiceField(["json", "toon"], required=False)}),
+        responses=inline_serializer("Snapshot", {
+            "exchange": serializers.CharField(), "base": serializers.CharField(), "quote": serializers.CharField(),
+            "granularity": serializers.CharField(), "from_ms": serializers.IntegerField(),
+            "to_ms": serializers.IntegerField(), "metrics": serializers.ListField(child=serializers.CharField()),
+            "count": serializers.IntegerField(), "bars": serializers.ListField(child=serializers.DictField())}))
+    def post(self, request, exchange, base, quote):
+        pair = self.pair_or_404(exchange, base, quote)
+        data = request.data
+        metrics = params.string_list(data, "metrics", METRICS)
+        granularity = params.choice(data, "granularity", GRANULARITIES)
+        if granularity == "day" and set(metrics) - {"trade"}:
+            raise InvalidParameter("granularity", "day is available for the trade metric only")
+        to_ms = params.integer(data, "to_ms", default=selectors.now_ms(), minimum=0, maximum=MAX_MS)
+        from_ms = params.integer(data, "from_ms", default=max(to_ms - SNAPSHOT_LOOKBACK_MS[granularity], 0),
+                                 minimum=0, maximum=MAX_MS)
+        if from_ms > to_ms:
+            raise InvalidParameter("from_ms", f"must not be after to_ms ({to_ms})")
+        cap = SNAPSHOT_CAP_MS[granularity]
+        if to_ms - from_ms > cap:
+            raise InvalidParameter("to_ms", f"{granularity} snapshots cover at most {_human(cap)} "
+                                            f"(to_ms - from_ms <= {cap})", cap_ms=cap, granularity=granularity)
+        upper = selectors.snapshot_upper_bound(pair=pair, to_ms=to_ms)
+        count = BAR_MODELS[granularity].objects.filter(pair=pair, ts_ms__gte=from_ms, ts_ms__lt=upper).count()
+        head = {"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
+                "granularity": granularity, "from_ms": from_ms, "to_ms": to_ms, "metrics": metrics,
+                "count": count}
+        fetch = _bar_row_fetcher(pair.pk, granularity, upper, metrics, pair.base.circulating_supply)
+        if count <= settings.SNAPSHOT_STREAM_ROWS:
+            rows, after = [], from_ms - 1
+            while page := fetch(after):
+                rows.extend(page)
+                after = page[-1]["ts_ms"]
+            return Response({**head, "bars": rows[:count]})
+        return self._streamed(request, head, count, metrics, fetch, from_ms)
+
+    def _streamed(self, request, head, count, metrics, fetch, from_ms):
+        """A large snapshot leaves in pieces straight from database pages; its metering
+        headers carry the counts before it, and its bytes are counted when it ends."""
+        fmt = request.accepted_renderer.format
+        if fmt == TOON:
+            pieces = snapshot.ToonPieces(head, count, snapshot.columns(metrics))
+        else:
+            pieces = snapshot.JsonPieces(head)
+        return StreamingHttpResponse(_stream(pieces, fetch, from_ms), content_type=CONTENT_TYPES[fmt])
+
+
+class LiveView(StreamingView):
+    @extend_schema(summary="The latest live 1-second bar, or null", tags=["streams"],
+                   responses=inline_serializer("LiveBar", {"ts_ms": serializers.IntegerField()}))
+    def get(self, request, exchange, base, quote):
+        pair = self.pair_or_404(exchange, base, quote)
+        bar = selectors.live_bar(pair=pair)
+        if bar is None:
+            return Response(None)
+        subscription = selectors.subscription_get(account=request.user.account, pair=pair)
+        metrics = subscription.metrics if subscription else list(METRICS)
+        return Response(snapshot.row(bar, metrics, pair.base.circulating_supply))

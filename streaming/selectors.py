@@ -1,0 +1,89 @@
+"""Functions that read subscriptions, stream status, snapshots and live bars."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Sum
+
+from billing import clock
+from market.bars import DAY_MS, Bar, floor_ms
+from market.models import MinuteBar, Pair
+
+from .models import METRICS, IngestionState, StreamSubscription
+from .publish import live_bar_key
+from .status import Thresholds, derive_state, worst
+
+
+def thresholds() -> Thresholds:
+    return Thresholds(ready_coverage=settings.STREAM_READY_COVERAGE,
+                      stale_after_ms=settings.STREAM_STALE_AFTER_SECONDS * 1000,
+                      failed_after_ms=settings.STREAM_FAILED_AFTER_SECONDS * 1000)
+
+
+def subscription_get(*, account, pair: Pair) -> StreamSubscription | None:
+    return StreamSubscription.objects.filter(account=account, pair=pair).first()
+
+
+def subscriptions_of(*, account) -> dict[int, StreamSubscription]:
+    return {s.pair_id: s for s in StreamSubscription.objects.filter(account=account)}
+
+
+def now_ms() -> int:
+    return int(clock.utcnow().timestamp() * 1000)
+
+
+def coverage_24h(*, pair: Pair, now: int) -> float:
+    """Share of the last 24 hours for which the pair has second bars (each second bar holds
+    one book sample, summed in the minute roll-ups)."""
+    start = floor_ms(now - DAY_MS, "minute")
+    total = (MinuteBar.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=now)
+             .aggregate(seconds=Sum("book_samples"))["seconds"]) or 0
+    return round(min(total / 86_400, 1.0), 4)
+
+
+def pair_status(*, pair: Pair, account) -> dict:
+    now = now_ms()
+    state = IngestionState.objects.filter(pair=pair).first()
+    subscription = subscription_get(account=account, pair=pair)
+    subscribed = subscription.metrics if subscription else []
+    heartbeat = int(state.heartbeat_at.timestamp() * 1000) if state and state.heartbeat_at else None
+    age = max(now - heartbeat, 0) if heartbeat is not None else None
+    coverage = coverage_24h(pair=pair, now=now) if heartbeat is not None else 0.0
+    fatal = bool(state and state.fatal)
+    seen = {"trade": state and state.trade_seen_ms, "book": state and state.book_seen_ms,
+            "quote": state and state.quote_seen_ms}
+    limits = thresholds()
+    metrics = {}
+    for metric in METRICS:
+        metric_heartbeat = heartbeat if seen[metric] else None
+        metric_age = age if metric_heartbeat is not None else None
+        metrics[metric] = {
+            "subscribed": metric in subscribed,
+            "state": derive_state(heartbeat_age_ms=metric_age, coverage=coverage, fatal=fatal, thresholds=limits),
+            "coverage_24h": coverage if metric_heartbeat is not None else 0.0,
+            "heartbeat_ms": metric_heartbeat,
+        }
+    considered = subscribed or list(METRICS)
+    body = {
+        "exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
+        "subscribed": bool(subscribed),
+        "state": worst(metrics[m]["state"] for m in considered),
+        "signals": {"coverage_24h": coverage, "heartbeat_ms": heartbeat, "heartbeat_age_ms": age},
+        "metrics": metrics,
+    }
+    if state and state.last_error:
+        body["signals"]["last_error"] = state.last_error
+    return body
+
+
+def live_bar(*, pair: Pair) -> Bar | None:
+    bar = cache.get(live_bar_key(pair.pk))
+    return bar if isinstance(bar, Bar) else None
+
+
+def snapshot_upper_bound(*, pair: Pair, to_ms: int) -> int:
+    """Bars below the committed cursor never change in number, so bounding a snapshot by
+    it makes the announced count and the streamed rows agree."""
+    state = IngestionState.objects.filter(pair=pair).values_list("cursor_ms", flat=True).first()
+    return min(to_ms, state) if state is not None else to_ms

@@ -1,0 +1,79 @@
+"""Snapshot bars: which fields each metric contributes, and the body written in pieces so
+86,400 bars never sit in memory as one structure. Plain Python."""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import orjson
+
+from config.api import toon
+from market.bars import Bar
+
+FIELDS = {
+    "trade": ("open", "high", "low", "close", "volume", "buy_volume", "sell_volume", "trade_count", "vwap"),
+    "book": ("bid_depth", "ask_depth", "imbalance", "circulating_supply"),
+    "quote": ("bid_price", "ask_price", "mid_price", "spread_bps"),
+}
+
+
+def columns(metrics: list[str]) -> tuple[str, ...]:
+    return ("ts_ms",) + tuple(f for m in metrics for f in FIELDS[m])
+
+
+def _has_data(bar: Bar, metric: str) -> bool:
+    return {"trade": bar.trade_count, "book": bar.book_samples, "quote": bar.quote_count}[metric] > 0
+
+
+def row(bar: Bar, metrics: list[str], circulating_supply: float | None) -> dict:
+    """A bar's row: ts_ms, then each requested metric's fields; nulls where the bar has no
+    data for the metric."""
+    out = {"ts_ms": bar.ts_ms}
+    for metric in metrics:
+        present = _has_data(bar, metric)
+        for field in FIELDS[metric]:
+            if not present:
+                out[field] = None
+            elif field == "circulating_supply":
+                out[field] = circulating_supply
+            else:
+                out[field] = getattr(bar, field)
+    return out
+
+
+class JsonPieces:
+    """`{...head, "bars": [...]}` written as an opening, one piece per page, a closing."""
+
+    def __init__(self, head: dict):
+        self.opening = orjson.dumps(head)[:-1] + b',"bars":['
+        self.closing = b"]}"
+        self._first = True
+
+    def page(self, rows: list[dict]) -> bytes:
+        body = orjson.dumps(rows)[1:-1]
+        if self._first:
+            self._first = False
+            return body
+        return b"," + body
+
+
+class ToonPieces:
+    """The TOON document of `{...head, "bars": rows}` (count >= 1) written in pieces: the
+    head's lines and the table header, then the table rows page by page."""
+
+    def __init__(self, head: dict, count: int, fields: tuple[str, ...]):
+        self.opening = (toon.encode(head) + f"\nbars[{count}]{{{','.join(fields)}}}:").encode("utf-8")
+        self.closing = b""
+
+    def page(self, rows: list[dict]) -> bytes:
+        table = toon.encode({"bars": rows})
+        return ("\n" + table.split("\n", 1)[1]).encode("utf-8")
+
+
+def write(pieces, pages: Iterable[list[dict]]) -> Iterator[bytes]:
+    yield pieces.opening
+    for rows in pages:
+        if rows:
+            yield pieces.page(rows)
+    if pieces.closing:
+        yield pieces.closing
