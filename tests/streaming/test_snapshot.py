@@ -1,0 +1,152 @@
+"""POST .../snapshot: fields per metric, defaults, caps, validation, streaming."""
+
+import pytest
+
+from billing import clock
+from market.bars import HOUR_MS, Bar
+from market.services import bars_write
+
+from datetime import datetime, timezone
+
+NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
+NOW_MS = int(NOW.timestamp() * 1000)
+URL = "/api/v1/streams/binance/BTC/USDT/snapshot"
+
+
+@pytest.fixture(autouse=True)
+def frozen(monkeypatch):
+    monkeypatch.setattr(clock, "utcnow", lambda: NOW)
+
+
+def full_bar(ts, price=100.0, trades=True):
+    bar = Bar(ts_ms=ts, book_samples=1, bid_amount_sum=3.0, ask_amount_sum=1.0, quote_count=1,
+              bid_price=price - 0.5, ask_price=price + 0.5, spread_bps_sum=100.0, spread_bps_min=100.0,
+              spread_bps_max=100.0)
+    if trades:
+        bar.trade_count, bar.open, bar.high, bar.low, bar.close = 2, price, price + 1, price - 1, price
+        bar.volume, bar.buy_volume, bar.sell_volume, bar.notional = 2.0, 1.5, 0.5, 2 * price
+        bar.price_mean = price
+    return bar
+
+
+@pytest.fixture
+def seconds(btc):
+    bars = [full_bar(NOW_MS - 3000 * 1000 + i * 1000, trades=i % 3 != 0) for i in range(3000)]
+    bars_write(pair=btc, granularity="second", bars=bars)
+    btc.base.circulating_supply = 19_800_000.0
+    btc.base.save()
+    return bars
+
+
+def snap(api, **body):
+    return api.post(URL, body, format="json")
+
+
+def test_bars_carry_exactly_the_fields_of_the_requested_metrics(api, seconds):
+    body = snap(api, metrics=["trade"], granularity="second", from_ms=NOW_MS - 10_000, to_ms=NOW_MS).json()
+    assert body["count"] == len(body["bars"]) == 10
+    assert list(body["bars"][1]) == ["ts_ms", "open", "high", "low", "close", "volume", "buy_volume",
+                                     "sell_volume", "trade_count", "vwap"]
+    body = snap(api, metrics=["quote", "book"], granularity="second", from_ms=NOW_MS - 10_000, to_ms=NOW_MS).json()
+    assert body["metrics"] == ["book", "quote"]
+    bar = body["bars"][0]
+    assert list(bar) == ["ts_ms", "bid_depth", "ask_depth", "imbalance", "circulating_supply", "bid_price",
+                         "ask_price", "mid_price", "spread_bps"]
+    assert bar["circulating_supply"] == 19_800_000.0 and bar["imbalance"] == 0.5 and bar["mid_price"] == 100.0
+
+
+def test_circulating_supply_only_with_book(api, seconds):
+    body = snap(api, metrics=["trade", "quote"], granularity="second", from_ms=NOW_MS - 5000, to_ms=NOW_MS).json()
+    assert all("circulating_supply" not in bar for bar in body["bars"])
+
+
+def test_a_requested_metric_without_data_in_a_bar_is_null(api, seconds):
+    body = snap(api, metrics=["trade"], granularity="second", from_ms=NOW_MS - 3000 * 1000,
+                to_ms=NOW_MS - 2990 * 1000).json()
+    quiet = body["bars"][0]
+    assert quiet["trade_count"] is None and quiet["open"] is None and quiet["volume"] is None
+
+
+def test_envelope_fields(api, seconds):
+    body = snap(api, metrics=["trade"], granularity="minute", from_ms=NOW_MS - HOUR_MS, to_ms=NOW_MS).json()
+    assert {k: body[k] for k in ("exchange", "base", "quote", "granularity", "from_ms", "to_ms", "metrics")} == {
+        "exchange": "binance", "base": "BTC", "quote": "USDT", "granularity": "minute",
+        "from_ms": NOW_MS - HOUR_MS, "to_ms": NOW_MS, "metrics": ["trade"]}
+    assert body["count"] == 50  # 3,000 seconds of bars in 50 minutes
+    assert sum(b["trade_count"] for b in body["bars"]) == 2 * 2000
+
+
+@pytest.mark.parametrize("granularity, lookback", [("second", HOUR_MS), ("minute", 24 * HOUR_MS),
+                                                   ("hour", 7 * 24 * HOUR_MS), ("day", 30 * 24 * HOUR_MS)])
+def test_default_window_is_a_lookback_to_now(api, seconds, granularity, lookback):
+    body = snap(api, metrics=["trade"], granularity=granularity).json()
+    assert body["to_ms"] == NOW_MS and body["from_ms"] == NOW_MS - lookback
+
+
+@pytest.mark.parametrize("granularity, cap", [("second", 24 * HOUR_MS), ("minute", 7 * 24 * HOUR_MS),
+                                              ("hour", 30 * 24 * HOUR_MS), ("day", 366 * 24 * HOUR_MS)])
+def test_every_cap_holds_at_the_limit_and_refuses_past_it(api, seconds, granularity, cap):
+    assert snap(api, metrics=["trade"], granularity=granularity, from_ms=NOW_MS - cap, to_ms=NOW_MS).status_code == 200
+    response = snap(api, metrics=["trade"], granularity=granularity, from_ms=NOW_MS - cap - 1, to_ms=NOW_MS)
+    assert response.status_code == 400
+    details = response.json()["error"]["details"]
+    assert details["parameter"] == "to_ms" and details["cap_ms"] == cap
+
+
+@pytest.mark.parametrize("body, parameter", [
+    ({"granularity": "second"}, "metrics"),
+    ({"metrics": [], "granularity": "second"}, "metrics"),
+    ({"metrics": ["trade", "depth"], "granularity": "second"}, "metrics"),
+    ({"metrics": ["trade"]}, "granularity"),
+    ({"metrics": ["trade"], "granularity": "week"}, "granularity"),
+    ({"metrics": ["book"], "granularity": "day"}, "granularity"),
+    ({"metrics": ["trade", "quote"], "granularity": "day"}, "granularity"),
+    ({"metrics": ["trade"], "granularity": "second", "from_ms": 10, "to_ms": 5}, "from_ms"),
+    ({"metrics": ["trade"], "granularity": "second", "from_ms": "yesterday"}, "from_ms"),
+    ({"metrics": ["trade"], "granularity": "second", "to_ms": -1}, "to_ms"),
+    ({"metrics": ["trade"], "granularity": "second", "to_ms": 10**20}, "to_ms"),
+    ({"metrics": ["trade"], "granularity": "second", "from_ms": True}, "from_ms"),
+])
+def test_bad_snapshot_bodies_are_400(api, seconds, body, parameter):
+    response = api.post(URL, body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["details"]["parameter"] == parameter
+
+
+def test_unknown_pair_is_404(api, seconds):
+    response = api.post("/api/v1/streams/binance/FOO/USDT/snapshot", {"metrics": ["trade"], "granularity": "second"},
+                        format="json")
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("fmt", ["json", "toon"])
+def test_a_large_snapshot_is_streamed_identically_and_metered_exactly(api, seconds, settings, fmt):
+    import toon_format
+
+    body = {"metrics": ["trade", "book", "quote"], "granularity": "second", "from_ms": NOW_MS - 3000 * 1000,
+            "to_ms": NOW_MS, "format": fmt}
+    whole = api.post(URL, body, format="json")
+    assert not whole.streaming
+    settings.SNAPSHOT_STREAM_ROWS = 100
+    settings.SNAPSHOT_PAGE_ROWS = 700
+    streamed = api.post(URL, body, format="json")
+    assert streamed.streaming
+    content = b"".join(streamed)
+    assert content == whole.content
+    decoded = toon_format.decode(content.decode()) if fmt == "toon" else __import__("json").loads(content)
+    assert decoded["count"] == len(decoded["bars"]) == 3000
+    usage = api.get("/api/v1/me/usage").json()
+    assert usage["bytes"]["used"] == len(whole.content) + len(content)
+    assert streamed["X-Quota-Requests-Used"] == "2"
+
+
+def test_live_is_null_until_a_bar_is_published_then_the_latest_bar(api, btc):
+    from streaming.publish import publish_bars
+
+    assert api.get("/api/v1/streams/binance/BTC/USDT/live").json() is None
+    api.post("/api/v1/streams", {"exchange": "binance", "base": "BTC", "quote": "USDT", "metrics": ["quote"]},
+             format="json")
+    publish_bars(pair=btc, bars=[full_bar(NOW_MS - 2000), full_bar(NOW_MS - 1000, price=101.0)])
+    body = api.get("/api/v1/streams/binance/BTC/USDT/live").json()
+    assert body == {"ts_ms": NOW_MS - 1000, "bid_price": 100.5, "ask_price": 101.5, "mid_price": 101.0,
+                    "spread_bps": pytest.approx(99.0099, rel=1e-4)}
