@@ -18,6 +18,7 @@ urlpatterns = [
     path("", home, name="home"),
     path("", include("accounts.urls")),
     path("", include("billing.urls")),
+    path("", include("streaming.page_urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),

@@ -1,0 +1,46 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from billing import clock
+from billing.selectors import pair_bills_month
+
+from .models import StreamSubscription
+from .selectors import pair_status
+from .services import subscription_remove
+
+
+def _account(request):
+    if request.user.account is None:
+        raise Http404("This user has no customer account.")
+    return request.user.account
+
+
+@never_cache
+@login_required
+def streams_page(request):
+    account = _account(request)
+    subscriptions = (StreamSubscription.objects.filter(account=account)
+                     .select_related("pair__exchange", "pair__base", "pair__quote"))
+    rows = [{"subscription": s, "status": pair_status(pair=s.pair, account=account)} for s in subscriptions]
+    bills = pair_bills_month(account=account, now=clock.utcnow(), pair_price_usd=account.plan.pair_price_usd)
+    return render(request, "streaming/streams.html", {
+        "account": account, "rows": rows, "bills": bills,
+        "total_usd": round(sum(b.cost_usd for b in bills), 2),
+        "pair_days": sum(b.days for b in bills), "price": account.plan.pair_price_usd,
+    })
+
+
+@login_required
+@require_POST
+def unsubscribe(request, subscription_id: int):
+    account = _account(request)
+    subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related("pair").first()
+    if subscription is None:
+        raise Http404("No such subscription.")
+    subscription_remove(account=account, pair=subscription.pair)
+    messages.success(request, f"Unsubscribed from {subscription.pair.path}. Billing for it stops today.")
+    return redirect("streaming:streams")
