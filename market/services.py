@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -138,3 +139,40 @@ def rankings_refresh() -> int:
         provider = FileRankingProvider(settings.RANKING_FILE or RANKINGS_FILE)
     as_of, tokens = provider.fetch()
     return rankings_apply(as_of, tokens)
+
+
+def _synthesize_hours(job: tuple) -> tuple[int, list[Bar]]:
+    pair_id, exchange, base, quote, seed, start_ms, end_ms = job
+    from .sources.events import PairRef
+    from .sources.simulator import SimulatorSource
+
+    return pair_id, SimulatorSource(seed=seed).synthesize_bars(PairRef(exchange, base, quote), start_ms, end_ms, "hour")
+
+
+def history_seed(*, pairs: list[Pair], days: int, now_ms: int, seed: int = 0) -> int:
+    """Hourly (and so daily) history for simulated pairs, filling only the hours not stored
+    yet, so running it again each day adds just the new hours. Returns bars written."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from django.db.models import Max
+
+    from .models import HourBar
+
+    end = floor_ms(now_ms, "hour")
+    jobs = []
+    for pair in pairs:
+        if pair.exchange.source != Exchange.Source.SIMULATOR:
+            continue
+        last = HourBar.objects.filter(pair=pair).aggregate(last=Max("ts_ms"))["last"]
+        start = max(end - days * GRANULARITY_MS["day"], (last + GRANULARITY_MS["hour"]) if last else 0)
+        if start < end:
+            jobs.append((pair.pk, pair.exchange.slug, pair.base.symbol, pair.quote.symbol, seed, start, end))
+    if not jobs:
+        return 0
+    by_id = {pair.pk: pair for pair in pairs}
+    written = 0
+    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+        for pair_id, bars in pool.map(_synthesize_hours, jobs):
+            bars_write(pair=by_id[pair_id], granularity="hour", bars=bars)
+            written += len(bars)
+    return written

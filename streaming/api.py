@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -132,18 +131,15 @@ def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[s
 async def _stream(pieces, fetch, from_ms: int):
     """The body of a large snapshot: pages fetched one at a time in a worker thread."""
     after = from_ms - 1
-    try:
-        yield pieces.opening
-        while True:
-            page = await sync_to_async(fetch)(after)
-            if not page:
-                break
-            yield pieces.page(page)
-            after = page[-1]["ts_ms"]
-        if pieces.closing:
-            yield pieces.closing
-    finally:
-        await sync_to_async(close_old_connections)()
+    yield pieces.opening
+    while True:
+        page = await sync_to_async(fetch)(after)
+        if not page:
+            break
+        yield pieces.page(page)
+        after = page[-1]["ts_ms"]
+    if pieces.closing:
+        yield pieces.closing
 
 
 class SnapshotView(StreamingView):

@@ -26,7 +26,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from market.bars import MINUTE_MS, SECOND_MS, Bar, floor_ms
+from market.bars import MINUTE_MS, Bar, floor_ms
 from market.models import Pair
 from market.services import bars_write
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
@@ -132,8 +132,8 @@ class PairIngestor:
 def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
     """Place the first cursor: the backfill window before now (24 h where the source can
     provide it). A source that can synthesise history (the simulator) fills all but the
-    last minutes at once, so a new subscription is covered within seconds; events then
-    take over from the cursor."""
+    last minutes at once as minute bars, so a new subscription is covered within seconds;
+    events then take over from the cursor and second bars start there."""
     now = floor_ms(now_ms(), "second")
     start = floor_ms(now - settings.INGESTION_BACKFILL_HOURS * 3_600_000, "minute")
     earliest = source.earliest_ms(ref)
@@ -142,10 +142,9 @@ def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
     cursor = start
     synthesize = getattr(source, "synthesize_bars", None)
     if synthesize is not None:
-        live_from = floor_ms(now, "minute") - 2 * MINUTE_MS
+        live_from = floor_ms(now, "minute") - settings.INGESTION_EVENT_BACKFILL_MINUTES * MINUTE_MS
         if live_from > start:
-            bars = list(synthesize(ref, start, live_from, "second"))
-            bars_write(pair=pair, granularity="second", bars=bars)
+            bars_write(pair=pair, granularity="minute", bars=synthesize(ref, start, live_from, "minute"))
             cursor = live_from
     state.cursor_ms = cursor
     state.coverage_from_ms = start

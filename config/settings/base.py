@@ -231,6 +231,9 @@ INGESTION_MAX_WINDOW_MS = env.int("INGESTION_MAX_WINDOW_MS", default=120_000)
 INGESTION_LEASE_SECONDS = env.int("INGESTION_LEASE_SECONDS", default=30)
 INGESTION_TASK_LIFETIME_SECONDS = env.int("INGESTION_TASK_LIFETIME_SECONDS", default=300)
 INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
+# Of the backfill, the last minutes are built from events (second bars); the rest, where
+# the source can synthesise history, as minute bars.
+INGESTION_EVENT_BACKFILL_MINUTES = env.int("INGESTION_EVENT_BACKFILL_MINUTES", default=10)
 INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
 CELERY_BEAT_SCHEDULE = {
     "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},

@@ -63,8 +63,8 @@ def test_apikey_command_prints_only_the_key_and_stops_at_the_cap(plans, capsys):
 
 
 def test_seed_demo_is_safe_to_run_again(db, client_for):
-    first = run("seed_demo")
-    second = run("seed_demo")
+    first = run("seed_demo", "--history-days", "2")
+    second = run("seed_demo", "--history-days", "2")
     key1 = next(w for w in first.split() if w.startswith("mdp_live_"))
     key2 = next(w for w in second.split() if w.startswith("mdp_live_"))
     assert key1 != key2
@@ -89,3 +89,16 @@ def test_check_deploy_with_production_settings_reports_nothing():
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_seed_demo_fills_hourly_history_once_and_subscribes_the_demo(db):
+    from market.models import DayBar, HourBar
+    from streaming.models import StreamSubscription
+
+    out = run("seed_demo", "--history-days", "2")
+    hours = HourBar.objects.count()
+    assert "History:" in out and hours >= 17 * 47
+    assert DayBar.objects.count() >= 17 * 2
+    run("seed_demo", "--history-days", "2")
+    assert HourBar.objects.count() in (hours, hours + 17)  # at most the hour that just began
+    assert StreamSubscription.objects.filter(account__users__email="demo@example.com").count() == 2

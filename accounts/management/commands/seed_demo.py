@@ -4,12 +4,17 @@ from accounts.models import ApiKey, User
 from accounts.services import KeyCapReached, account_upsert, api_key_create, api_key_revoke
 from billing.models import Plan
 from billing.services import plans_seed_defaults
+from django.conf import settings
+from django.utils import timezone
+
+from market.services import catalog_seed_demo, history_seed
 
 DEMO_EMAIL = "demo@example.com"
 DEMO_PASSWORD = "demo-password"
 DEMO_KEY_NAME = "demo key (seed_demo)"
 STAFF_EMAIL = "admin@example.com"
 STAFF_PASSWORD = "admin-password"
+DEMO_STREAMS = ("binance/BTC/USDT", "coinbase/ETH/USD")
 
 
 class Command(BaseCommand):
@@ -18,15 +23,27 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+        parser.add_argument("--history-days", type=int, default=365,
+                            help="Days of hourly and daily history for the simulated pairs (0: none)")
 
-    def handle(self, *args, base_url, **opts):
+    def handle(self, *args, base_url, history_days, **opts):
         plans_seed_defaults()
+        pairs = catalog_seed_demo()
+        if history_days:
+            started = timezone.now()
+            written = history_seed(pairs=pairs, days=history_days, seed=settings.SIMULATOR_SEED,
+                                   now_ms=int(started.timestamp() * 1000))
+            if written:
+                seconds = (timezone.now() - started).total_seconds()
+                self.stdout.write(f"  History:  {written} hourly bars for {len(pairs)} simulated pairs "
+                                  f"({seconds:.0f} s)")
         user = User.objects.filter(email=DEMO_EMAIL).first()
         if user is None:
             user = account_upsert(email=DEMO_EMAIL, plan=Plan.objects.get(name="pro"),
                                   password=DEMO_PASSWORD, account_name="Demo Quant Team")
         if not User.objects.filter(email=STAFF_EMAIL).exists():
             User.objects.create_superuser(email=STAFF_EMAIL, password=STAFF_PASSWORD)
+        self._subscribe_demo(user.account, pairs)
         for old in ApiKey.objects.filter(account=user.account, name=DEMO_KEY_NAME, revoked_at__isnull=True):
             api_key_revoke(api_key=old)
         try:
@@ -44,3 +61,15 @@ class Command(BaseCommand):
             self.stdout.write("  Demo key: the demo account holds two other keys; revoke one on the "
                               "API keys page and run seed_demo again.")
         self.stdout.write("")
+
+    @staticmethod
+    def _subscribe_demo(account, pairs):
+        """The demo account streams two pairs, so the Live page has data at once."""
+        from streaming.models import StreamSubscription
+        from streaming.services import subscription_upsert
+
+        if StreamSubscription.objects.filter(account=account).exists():
+            return
+        for pair in pairs:
+            if pair.path in DEMO_STREAMS:
+                subscription_upsert(account=account, pair=pair, metrics=["trade", "book", "quote"])
