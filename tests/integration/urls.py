@@ -1,5 +1,6 @@
 """The service's routes plus endpoints that only tests and benchmarks use."""
 
+from django.http import JsonResponse
 from django.urls import path
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,7 +29,13 @@ class UnmeteredRows(APIView):
         return Response(_rows(request))
 
 
+def bare(request):
+    """The floor: a plain Django JSON view, no DRF, no key, no database."""
+    return JsonResponse({"status": "ok", "data": [1, 2, 3]})
+
+
 urlpatterns = [
+    path("api/v1/test/bare", bare),
     path("api/v1/test/rows", CountedRows.as_view()),
     path("api/v1/test/rows-unmetered", UnmeteredRows.as_view()),
     *root_urlpatterns,
