@@ -30,6 +30,7 @@ test: install
 	$(BIN)/python -m pytest
 
 bench: install
+	@command -v wrk >/dev/null || (apt-get install -y -q wrk >/dev/null 2>&1 || echo "wrk not installed: load comes from Python threads")
 	$(BIN)/python bench/run_all.py
 
 check: install

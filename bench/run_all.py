@@ -14,10 +14,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PG = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+FULL = {"BENCH_DATABASE_URL": PG, "BENCH_REDIS_URL": REDIS}
 BENCHES = [
     ("bench_toon", {}),
     ("bench_auth", {"REDIS_URL": ""}),
-    ("bench_auth", {"REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")}),
+    ("bench_auth", {"REDIS_URL": REDIS}),
+    ("bench_metering", FULL),
+    ("bench_ingest", {}),
+    ("bench_series", FULL),
+    ("bench_snapshot", FULL),
 ]
 
 RUNNER = """

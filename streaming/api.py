@@ -14,7 +14,6 @@ from billing.permissions import HasStreamingAccess
 from config.api import params
 from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
-from market.bars import BAR_FIELDS, Bar
 from market.models import BAR_MODELS, Pair
 from market.selectors import pair_get, pairs_streamable
 
@@ -119,11 +118,12 @@ def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[s
     """Pages of rows by keyset (ts_ms > last), each page its own short query, so the
     response can be streamed without a server-side cursor held across threads."""
     model = BAR_MODELS[granularity]
+    columns, make = snapshot.stored_columns(metrics), snapshot.row_maker(metrics, supply)
 
     def fetch(after_ms: int) -> list[dict]:
         rows = (model.objects.filter(pair_id=pair_id, ts_ms__gt=after_ms, ts_ms__lt=to_ms)
-                .order_by("ts_ms").values_list(*BAR_FIELDS)[:settings.SNAPSHOT_PAGE_ROWS])
-        return [snapshot.row(Bar(*values), metrics, supply) for values in rows]
+                .order_by("ts_ms").values_list(*columns)[:settings.SNAPSHOT_PAGE_ROWS])
+        return [make(values) for values in rows]
 
     return fetch
 

@@ -16,6 +16,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class ServerUrl(str):
+    """A server's base URL that also knows the server's process id."""
+
+    pid: int = 0
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -46,7 +52,9 @@ def daphne_processes(count: int, *, env: dict[str, str], settings_module: str = 
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
                 cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT))
-            urls.append(f"http://127.0.0.1:{port}")
+            url = ServerUrl(f"http://127.0.0.1:{port}")
+            url.pid = processes[-1].pid
+            urls.append(url)
         for url, process, log in zip(urls, processes, logs):
             wait_until_serving(url, process, log.name)
         yield urls
