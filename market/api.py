@@ -73,10 +73,10 @@ class SeriesView(AccountAPIView):
                                    maximum_days=max_days)
         if symbol.count("-") != 1:
             raise InvalidParameter("symbol", f"must look like BASE-QUOTE (e.g. BTC-USDT), not {symbol!r}")
-        if exchange_get(slug=exchange) is None:
-            raise InvalidParameter("exchange", f"unknown exchange {exchange!r}")
         pair = pair_by_symbol(exchange=exchange, symbol=symbol)
         if pair is None:
+            if exchange_get(slug=exchange) is None:
+                raise InvalidParameter("exchange", f"unknown exchange {exchange!r}")
             raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
         keep, sides = self.columns(data)
         bars = bars_range(pair=pair, granularity=granularity, from_ms=_day_ms(start),

@@ -36,7 +36,7 @@ def _roll_up(pair: Pair, child: str, parent: str, from_ms: int, to_ms: int) -> t
     groups: dict[int, list[Bar]] = defaultdict(list)
     rows = (BAR_MODELS[child].objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end)
             .order_by("ts_ms").values_list(*BAR_FIELDS))
-    for row in rows.iterator(chunk_size=5000):
+    for row in rows:
         bar = Bar(*row)
         groups[floor_ms(bar.ts_ms, parent)].append(bar)
     _upsert(parent, pair, (merge(children, ts) for ts, children in sorted(groups.items())))

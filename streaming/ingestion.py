@@ -176,9 +176,9 @@ def _kick(pair_id: int) -> None:
     if settings.INGESTION_IN_PROCESS:
         EmbeddedIngestion.ensure_started()
         return
-    from .tasks import ingest_pairs
+    from .tasks import supervise_ingestion
 
-    ingest_pairs.delay([pair_id])
+    supervise_ingestion.delay()
 
 
 def wanted_pair_ids() -> list[int]:

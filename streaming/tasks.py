@@ -23,6 +23,7 @@ def supervise_ingestion() -> int:
     """Re-queue every wanted pair whose lease ran out (its worker died or was never started)."""
     ingestion.retire_unwanted()
     orphans = ingestion.pairs_needing_a_worker()
-    for pair_id in orphans:
-        ingest_pairs.delay([pair_id])
+    size = settings.INGESTION_PAIRS_PER_TASK
+    for first in range(0, len(orphans), size):
+        ingest_pairs.delay(orphans[first:first + size])
     return len(orphans)

@@ -235,6 +235,7 @@ INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
 # the source can synthesise history, as minute bars.
 INGESTION_EVENT_BACKFILL_MINUTES = env.int("INGESTION_EVENT_BACKFILL_MINUTES", default=10)
 INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
+INGESTION_PAIRS_PER_TASK = env.int("INGESTION_PAIRS_PER_TASK", default=8)
 CELERY_BEAT_SCHEDULE = {
     "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},

@@ -15,8 +15,8 @@ STORAGES = {
 if REDIS_URL:
     # Tests share one Redis with nothing else; a prefix keeps their keys apart.
     CACHES["default"]["KEY_PREFIX"] = "mdp-test"
-CELERY_TASK_ALWAYS_EAGER = True
-CELERY_BROKER_URL = "memory://"
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="memory://")
 
 # Tests drive ingestion steps themselves; integration tests start real workers.
 INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=False)

@@ -150,3 +150,17 @@ def test_live_is_null_until_a_bar_is_published_then_the_latest_bar(api, btc):
     body = api.get("/api/v1/streams/binance/BTC/USDT/live").json()
     assert body == {"ts_ms": NOW_MS - 1000, "bid_price": 100.5, "ask_price": 101.5, "mid_price": 101.0,
                     "spread_bps": pytest.approx(99.0099, rel=1e-4)}
+
+
+def test_the_fast_row_maker_equals_the_bar_rows():
+    from market.bars import BAR_FIELDS
+    from streaming import snapshot
+
+    bars = [full_bar(1000, trades=True), full_bar(2000, trades=False), Bar(ts_ms=3000)]
+    for metrics in (["trade"], ["book"], ["quote"], ["trade", "book", "quote"], ["book", "quote"]):
+        make = snapshot.row_maker(metrics, 5.0)
+        columns = snapshot.stored_columns(metrics)
+        for bar in bars:
+            values = tuple(getattr(bar, c) for c in columns)
+            assert make(values) == snapshot.row(bar, metrics, 5.0)
+    assert set(snapshot.stored_columns(["trade", "book", "quote"])) <= set(BAR_FIELDS)
