@@ -149,3 +149,13 @@ def test_control_plane_calls_are_counted(api, btc):
     assert int(second["X-Quota-Bytes-Used"]) == len(first.content) + len(second.content)
     deleted = api.delete("/api/v1/streams/binance/BTC/USDT")
     assert deleted["X-Quota-Requests-Used"] == "3"
+
+
+def test_streams_list_round_trips_through_toon(api, btc):
+    import toon_format
+
+    subscribe(api, ["trade"])
+    as_json = api.get(STREAMS).json()
+    as_toon = api.get(STREAMS, HTTP_ACCEPT="application/toon").content.decode()
+    assert "pairs[" in as_toon
+    assert toon_format.decode(as_toon) == as_json
