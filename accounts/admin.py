@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from .models import Account, ApiKey, User
-from .services import api_key_revoke
+from .services import account_payment_set, api_key_revoke
 
 
 class UserInline(admin.TabularInline):
@@ -32,6 +32,15 @@ class AccountAdmin(admin.ModelAdmin):
     list_editable = ("payment",)
     search_fields = ("name", "users__email")
     inlines = [UserInline, ApiKeyInline]
+
+    def save_model(self, request, obj, form, change):
+        payment = obj.payment
+        if change and "payment" in form.changed_data:
+            obj.payment = Account.objects.get(pk=obj.pk).payment
+            super().save_model(request, obj, form, change)
+            account_payment_set(account=obj, payment=payment)
+        else:
+            super().save_model(request, obj, form, change)
 
 
 @admin.register(User)

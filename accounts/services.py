@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from billing.models import Plan
 
-from . import key_cache, keys
+from . import key_cache, keys, signals
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,19 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     api_key.refresh_from_db()
     if updated:
         logger.info("API key %s revoked", api_key.display)
+        transaction.on_commit(lambda: signals.api_key_revoked.send(
+            sender=ApiKey, key_id=api_key.pk, account_id=api_key.account_id))
     return api_key
+
+
+def account_payment_set(*, account: Account, payment: str) -> Account:
+    """Set the payment standing; a lapse closes the account's open streams."""
+    previous = Account.objects.filter(pk=account.pk).values_list("payment", flat=True).first()
+    account.payment = payment
+    account.save(update_fields=["payment"])
+    if payment == Account.Payment.LAPSED and previous != payment:
+        transaction.on_commit(lambda: signals.payment_lapsed.send(sender=Account, account_id=account.pk))
+    return account
 
 
 def api_key_authenticate(*, presented: str) -> CachedKey | None:
@@ -202,11 +214,11 @@ def account_upsert(*, email: str, plan: Plan, password: str | None = None,
             user.account = Account.objects.create(name=account_name or email, plan=plan)
         account = user.account
         account.plan = plan
-        if payment:
-            account.payment = payment
         if account_name:
             account.name = account_name
         account.save()
+        if payment:
+            account_payment_set(account=account, payment=payment)
         if password is not None:
             user.set_password(password)
         user.save()

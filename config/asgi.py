@@ -1,11 +1,24 @@
+"""ASGI entry point: the live SSE feed is served by its own ASGI app (no thread per open
+stream); everything else by Django."""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-application = get_asgi_application()
+django_application = get_asgi_application()
 
-from django.conf import settings  # noqa: E402  (settings are ready only after the app)
+from django.conf import settings  # noqa: E402  (importable only once Django is set up)
+
+from streaming import sse  # noqa: E402
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and sse.matches(scope["path"]):
+        await sse.app(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)
+
 
 if settings.INGESTION_IN_PROCESS and settings.INGESTION_AUTOSTART:
     # Embedded mode: no broker, so this server process also runs the ingestion loop.

@@ -206,3 +206,19 @@ class LiveView(StreamingView):
         subscription = selectors.subscription_get(account=request.user.account, pair=pair)
         metrics = subscription.metrics if subscription else list(METRICS)
         return Response(snapshot.row(bar, metrics, pair.base.circulating_supply))
+
+
+class StreamTokenView(StreamingView):
+    @extend_schema(
+        summary="A short-lived token for EventSource (which cannot send headers)", tags=["streams"],
+        request=None,
+        responses=inline_serializer("StreamToken", {
+            "token": serializers.CharField(), "expires_in_seconds": serializers.IntegerField(),
+            "events_url": serializers.CharField()}))
+    def post(self, request, exchange, base, quote):
+        from .sse_auth import token_issue
+
+        pair = self.pair_or_404(exchange, base, quote)
+        token = token_issue(account_id=request.user.account_id, pair_id=pair.pk, key_id=request.user.key_id)
+        return Response({"token": token, "expires_in_seconds": settings.SSE_TOKEN_SECONDS,
+                         "events_url": f"/api/v1/streams/{pair.path}/events?token={token}"})

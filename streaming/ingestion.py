@@ -236,6 +236,8 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
     ingestors: dict[int, PairIngestor] = {}
     owned: list[int] = []
     idle_since = time.monotonic()
+    announced: dict[int, str] = {}
+    next_announce = 0.0
     try:
         while not (stop and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
             started = time.monotonic()
@@ -264,6 +266,9 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
                         record_failure(pair_id, exc, fatal=_is_fatal(exc))
                 for gone in set(ingestors) - set(owned):
                     ingestors.pop(gone)
+                if time.monotonic() >= next_announce:
+                    next_announce = time.monotonic() + settings.INGESTION_STATUS_EVERY_SECONDS
+                    announce_state_changes(ingestors, announced)
             except Exception:
                 logger.exception("Ingestion loop iteration failed; retrying")
             finally:
@@ -280,6 +285,19 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
         finally:
             close_old_connections()
     return owned
+
+
+def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:
+    """Tell the live feed when a pair's derived state changed since the last look."""
+    from .live import on_status
+    from .selectors import pair_status
+
+    for pair_id, ingestor in ingestors.items():
+        status = pair_status(pair=ingestor.pair, account=None)
+        if announced.get(pair_id) != status["state"]:
+            announced[pair_id] = status["state"]
+            status.pop("subscribed", None)
+            on_status(pair_id, status)
 
 
 def _is_fatal(exc: BaseException) -> bool:

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.db.models import Sum
 
 from billing import clock
-from market.bars import DAY_MS, Bar, floor_ms
+from market.bars import BAR_FIELDS, DAY_MS, Bar, floor_ms
 from market.models import MinuteBar, Pair
 
 from .models import METRICS, IngestionState, StreamSubscription
@@ -87,3 +87,40 @@ def snapshot_upper_bound(*, pair: Pair, to_ms: int) -> int:
     it makes the announced count and the streamed rows agree."""
     state = IngestionState.objects.filter(pair=pair).values_list("cursor_ms", flat=True).first()
     return min(to_ms, state) if state is not None else to_ms
+
+
+# -- SSE resume ----------------------------------------------------------------------------
+
+def parse_cursor(text: str) -> tuple[int, int] | None:
+    """An SSE event id `<last bar ts_ms>.<last scheme event id>`; None when malformed."""
+    head, _, tail = text.strip().partition(".")
+    try:
+        return int(head), int(tail or 0)
+    except ValueError:
+        return None
+
+
+def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
+    """What a resuming client missed: second bars after its last bar and scheme events
+    after its last event, in time order, as ("bar", Bar) / ("scheme-event", dict); or a
+    reset when the cursor is malformed or older than the replay window."""
+    from market.models import SecondBar
+
+    from .publish import scheme_replayers
+
+    parsed = parse_cursor(cursor)
+    horizon = now_ms() - settings.SSE_REPLAY_MAX_SECONDS * 1000
+    if parsed is None:
+        return [], {"reason": "malformed Last-Event-ID", "last_event_id": cursor[:100]}
+    bar_ts, scheme_id = parsed
+    if bar_ts < horizon:
+        return [], {"reason": "Last-Event-ID is older than the replay window", "last_event_id": cursor[:100],
+                    "replay_window_seconds": settings.SSE_REPLAY_MAX_SECONDS}
+    rows = (SecondBar.objects.filter(pair=pair, ts_ms__gt=bar_ts).order_by("ts_ms")
+            .values_list(*BAR_FIELDS)[:settings.SSE_REPLAY_MAX_SECONDS])
+    items = [(bar.ts_ms, "bar", bar) for bar in (Bar(*row) for row in rows)]
+    for replayer in scheme_replayers:
+        items.extend((ts, "scheme-event", event) for ts, event in replayer(pair=pair, after_id=scheme_id,
+                                                                           since_ms=horizon))
+    items.sort(key=lambda item: item[0])
+    return [(kind, payload) for _, kind, payload in items], None

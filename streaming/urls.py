@@ -10,4 +10,5 @@ urlpatterns = [
     path(f"{PAIR}/status", api.StatusView.as_view(), name="stream-status"),
     path(f"{PAIR}/snapshot", api.SnapshotView.as_view(), name="stream-snapshot"),
     path(f"{PAIR}/live", api.LiveView.as_view(), name="stream-live"),
+    path(f"{PAIR}/token", api.StreamTokenView.as_view(), name="stream-token"),
 ]

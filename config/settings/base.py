@@ -236,6 +236,7 @@ INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
 INGESTION_EVENT_BACKFILL_MINUTES = env.int("INGESTION_EVENT_BACKFILL_MINUTES", default=10)
 INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
 INGESTION_PAIRS_PER_TASK = env.int("INGESTION_PAIRS_PER_TASK", default=8)
+INGESTION_STATUS_EVERY_SECONDS = env.int("INGESTION_STATUS_EVERY_SECONDS", default=10)
 CELERY_BEAT_SCHEDULE = {
     "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},
@@ -246,3 +247,10 @@ STREAM_STALE_AFTER_SECONDS = env.int("STREAM_STALE_AFTER_SECONDS", default=30)
 STREAM_FAILED_AFTER_SECONDS = env.int("STREAM_FAILED_AFTER_SECONDS", default=600)
 SNAPSHOT_STREAM_ROWS = env.int("SNAPSHOT_STREAM_ROWS", default=5000)
 SNAPSHOT_PAGE_ROWS = env.int("SNAPSHOT_PAGE_ROWS", default=5000)
+
+# Live SSE feed (streaming/sse.py).
+SSE_TOKEN_SECONDS = env.int("SSE_TOKEN_SECONDS", default=300)
+SSE_KEEPALIVE_SECONDS = env.float("SSE_KEEPALIVE_SECONDS", default=15.0)
+SSE_RETRY_MS = env.int("SSE_RETRY_MS", default=3000)
+SSE_REPLAY_MAX_SECONDS = env.int("SSE_REPLAY_MAX_SECONDS", default=3600)
+SSE_LIVE_BAR_MAX_AGE_SECONDS = env.int("SSE_LIVE_BAR_MAX_AGE_SECONDS", default=30)

@@ -1,0 +1,124 @@
+"""Fan-out of live events to the SSE connections of this server process.
+
+django-eventstream's ListenerManager holds the listeners of this process by channel, with a
+bounded queue per listener (a listener that falls behind is flagged as overflowed). Events
+reach it from wherever they are published:
+  - embedded mode: straight from the publishing thread (ingestion runs in-process);
+  - full mode: through one Redis pub/sub channel, which a single bridge task per server
+    process subscribes to and feeds into the manager, reconnecting by itself when Redis
+    comes back.
+Channels: `pair-<id>` (bars, scheme events, status) and `control` (closing streams)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import orjson
+from django.conf import settings
+from django_eventstream.event import Event
+from django_eventstream.views import get_listener_manager
+
+logger = logging.getLogger(__name__)
+
+REDIS_CHANNEL = "mdp:live-events"
+CONTROL = "control"
+
+
+def pair_channel(pair_id: int) -> str:
+    return f"pair-{pair_id}"
+
+
+def publish(channel: str, event_type: str, data: dict) -> None:
+    """Hand an event to every server process's listeners (from any thread)."""
+    if settings.REDIS_URL:
+        _redis_client().publish(REDIS_CHANNEL, orjson.dumps({"c": channel, "t": event_type, "d": data}))
+    else:
+        get_listener_manager().add_to_queues(channel, Event(channel, event_type, data))
+
+
+_client = None
+_client_lock = threading.Lock()
+
+
+def _redis_client():
+    global _client
+    with _client_lock:
+        if _client is None:
+            import redis
+
+            _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        return _client
+
+
+class RedisBridge:
+    """Redis pub/sub → this process's listeners. One per process, started on first use."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.healthy = False
+        self.task: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+
+    def ensure_running(self) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_ready(self, timeout: float) -> bool:
+        if self.healthy:
+            return True
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return self.healthy
+
+    async def _run(self) -> None:
+        from redis.asyncio import Redis
+
+        manager = get_listener_manager()
+        delay = 0.2
+        while True:
+            client = Redis.from_url(self.url, socket_connect_timeout=2)
+            try:
+                pubsub = client.pubsub()
+                await pubsub.subscribe(REDIS_CHANNEL)
+                self.healthy, delay = True, 0.2
+                self._ready.set()
+                async for message in pubsub.listen():
+                    if message.get("type") != "message":
+                        continue
+                    try:
+                        payload = orjson.loads(message["data"])
+                        manager.add_to_queues(payload["c"], Event(payload["c"], payload["t"], payload["d"]))
+                    except Exception:
+                        logger.exception("Dropped a malformed live event")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.healthy:
+                    logger.warning("Live event bridge lost Redis (%s); reconnecting", exc)
+                self.healthy = False
+                self._ready = asyncio.Event()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                try:
+                    await client.aclose()
+                except Exception:
+                    pass
+
+
+_bridge: RedisBridge | None = None
+
+
+async def backend_available(timeout: float = 2.0) -> bool:
+    """Whether live events can reach this process now (always, in embedded mode)."""
+    global _bridge
+    if not settings.REDIS_URL:
+        return True
+    if _bridge is None:
+        _bridge = RedisBridge(settings.REDIS_URL)
+    _bridge.ensure_running()
+    return await _bridge.wait_ready(timeout)

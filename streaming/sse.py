@@ -1,0 +1,230 @@
+"""GET /api/v1/streams/{exchange}/{base}/{quote}/events: the live SSE feed.
+
+A plain ASGI application, routed in config/asgi.py ahead of Django's handler: an open
+stream is one coroutine and a listener, with no thread held (Django's handler keeps a
+thread per request for as long as the response streams). Authorisation runs once, in a
+worker thread, before anything is sent; refusals are JSON envelopes with their status,
+whatever the Accept header says.
+
+Events: `bar` (each live 1-second bar, with the fields of the subscribed metrics),
+`scheme-event`, `status` (at connect and on state changes), `stream-reset` (the
+Last-Event-ID could not be resumed), `stream-closed` (unsubscribed, key revoked, payment
+lapsed) and `error` (fell too far behind). Every bar and scheme event carries
+`id: <last bar ts_ms>.<last scheme event id>`, which resumes the stream without loss as
+Last-Event-ID (header or ?lastEventId=). Opening or holding a stream is never metered."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from urllib.parse import parse_qs, unquote
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django_eventstream.views import Listener, get_listener_manager
+
+from config.api.errors import ApiError, TemporarilyUnavailable, envelope
+from config.api.renderers import to_json_bytes
+
+from . import hub, snapshot
+from .sse_auth import StreamGrant, authorize
+
+logger = logging.getLogger(__name__)
+
+PATH = re.compile(r"^/api/v1/streams/([^/]+)/([^/]+)/([^/]+)/events/?$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def matches(path: str) -> bool:
+    return PATH.match(path) is not None
+
+
+def _headers(scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+async def _refuse(send, error: ApiError, request_id: str) -> None:
+    body = to_json_bytes(envelope(code=error.code, message=error.message, details=error.details,
+                                  request_id=request_id))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"x-request-id", request_id.encode()), (b"cache-control", b"no-store")]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def encode(event: str, data, event_id: str | None = None) -> bytes:
+    head = f"event: {event}\n" + (f"id: {event_id}\n" if event_id else "")
+    return head.encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+class Stream:
+    """One open stream: the client's grant, its cursor and what it may see."""
+
+    def __init__(self, grant: StreamGrant, send):
+        self.grant = grant
+        self.send = send
+        self.metrics = list(grant.metrics)
+        self.bar_ts = 0
+        self.scheme_id = 0
+
+    @property
+    def cursor(self) -> str:
+        return f"{self.bar_ts}.{self.scheme_id}"
+
+    def bar_event(self, row: dict) -> bytes | None:
+        ts = row["ts_ms"]
+        if ts <= self.bar_ts:
+            return None  # already sent by the replay
+        self.bar_ts = ts
+        fields = snapshot.columns(self.metrics)
+        return encode("bar", {name: row[name] for name in fields if name in row}, self.cursor)
+
+    def scheme_event(self, data: dict) -> bytes | None:
+        if data.get("id", 0) <= self.scheme_id:
+            return None
+        self.scheme_id = data["id"]
+        return encode("scheme-event", data, self.cursor)
+
+    def control(self, data: dict) -> str | None:
+        """The reason to close this stream, if the control message concerns it."""
+        grant = self.grant
+        kind = data.get("kind")
+        if kind == "revoked" and grant.key_id is not None and data.get("key_id") == grant.key_id:
+            return "the API key was revoked"
+        if kind == "lapsed" and data.get("account_id") == grant.account_id:
+            return "the account's payment lapsed"
+        if kind == "unsubscribed" and data.get("account_id") == grant.account_id and \
+                data.get("pair_id") == grant.pair_id:
+            if not data.get("metrics"):
+                return "the pair was unsubscribed"
+            self.metrics = list(data["metrics"])
+        return None
+
+
+async def app(scope, receive, send) -> None:
+    headers = _headers(scope)
+    offered = headers.get("x-request-id", "")
+    request_id = offered if _REQUEST_ID.match(offered) else uuid.uuid4().hex
+    if scope["method"] not in ("GET", "HEAD"):
+        from config.api.errors import MethodNotAllowed
+
+        await _refuse(send, MethodNotAllowed(f"Method \"{scope['method']}\" not allowed.",
+                                             headers={"Allow": "GET, HEAD"}), request_id)
+        return
+    exchange, base, quote = (unquote(part) for part in PATH.match(scope["path"]).groups())
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    token = query.get("token", [None])[0]
+    last_event_id = headers.get("last-event-id") or query.get("lastEventId", [None])[0]
+
+    listener = Listener()
+    listener.assign_loop()
+    manager = get_listener_manager()
+    try:
+        if not await hub.backend_available():
+            await _refuse(send, TemporarilyUnavailable(), request_id)
+            return
+        grant = await sync_to_async(authorize, thread_sensitive=False)(
+            authorization=headers.get("authorization"), token=token, exchange=exchange, base=base,
+            quote=quote, last_event_id=last_event_id)
+        if isinstance(grant, ApiError):
+            await _refuse(send, grant, request_id)
+            return
+        listener.channels = {hub.pair_channel(grant.pair_id), hub.CONTROL}
+        listener.user_id = str(grant.account_id)
+        manager.add_listener(listener)
+        await _serve(grant, listener, receive, send, request_id, scope["method"] == "HEAD")
+    except Exception:
+        logger.exception("SSE stream failed")
+    finally:
+        if listener.channels:
+            try:
+                manager.remove_listener(listener)
+            except KeyError:
+                pass
+
+
+async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_id: str, head_only: bool) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache, no-transform"),
+        (b"x-accel-buffering", b"no"), (b"x-request-id", request_id.encode())]})
+    if head_only:
+        await send({"type": "http.response.body", "body": b""})
+        return
+    stream = Stream(grant, send)
+    opening = [f"retry: {settings.SSE_RETRY_MS}\n\n".encode()]
+    if grant.reset is not None:
+        opening.append(encode("stream-reset", grant.reset))
+    if grant.status is not None:
+        opening.append(encode("status", grant.status))
+    for kind, payload in grant.replay:
+        piece = (stream.bar_event(snapshot.row(payload, ["trade", "book", "quote"], grant.circulating_supply))
+                 if kind == "bar" else stream.scheme_event(payload))
+        if piece:
+            opening.append(piece)
+    await send({"type": "http.response.body", "body": b"".join(opening), "more_body": True})
+
+    disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+    try:
+        while not disconnected.done():
+            woke = asyncio.ensure_future(listener.aevent.wait())
+            done, _ = await asyncio.wait({woke, disconnected}, timeout=settings.SSE_KEEPALIVE_SECONDS,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if disconnected in done:
+                woke.cancel()
+                break
+            if not done:
+                woke.cancel()
+                await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+                continue
+            listener.aevent.clear()
+            pieces, closing = _drain(stream, listener)
+            if pieces:
+                await send({"type": "http.response.body", "body": b"".join(pieces), "more_body": bool(not closing)})
+            if closing:
+                if not pieces:
+                    await send({"type": "http.response.body", "body": b""})
+                break
+    finally:
+        disconnected.cancel()
+
+
+def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
+    """The pending events of the listener, encoded; True when the stream must end."""
+    with get_listener_manager().lock:
+        items, listener.channel_items = listener.channel_items, {}
+        overflow, listener.overflow = listener.overflow, False
+    pieces: list[bytes] = []
+    for channel, events in items.items():
+        for event in events:
+            if channel == hub.CONTROL:
+                reason = stream.control(event.data)
+                if reason:
+                    pieces.append(encode("stream-closed", {"reason": reason}))
+                    return pieces, True
+            elif event.type == "bar":
+                piece = stream.bar_event(event.data)
+                if piece:
+                    pieces.append(piece)
+            elif event.type == "scheme-event":
+                piece = stream.scheme_event(event.data)
+                if piece:
+                    pieces.append(piece)
+            elif event.type == "status":
+                pieces.append(encode("status", event.data))
+    if overflow:
+        pieces.append(encode("error", {"code": "slow_consumer", "message":
+                                       "The client fell too far behind; reconnect with Last-Event-ID to resume.",
+                                       "last_event_id": stream.cursor}))
+        return pieces, True
+    return pieces, False
+
+
+async def _wait_disconnect(receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return

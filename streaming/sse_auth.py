@@ -1,0 +1,101 @@
+"""Who may open an SSE stream, decided before the stream starts (synchronous; the SSE app
+runs it in a worker thread once per connection).
+
+Refusals: 401 (bad key or token), 403 plan_forbidden, 404 unknown pair, 402
+payment_required (pair not in the account's subscriptions, or payment lapsed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core import signing
+from django.db import connections
+
+from accounts.authentication import bearer_token, caller_for_token
+from accounts.models import Account, ApiKey, User
+from config.api.errors import ApiError, NotFound, PaymentRequired, PlanForbidden, Unauthorized
+from market.models import Pair
+from market.selectors import pair_get
+
+from . import selectors
+from .models import StreamSubscription
+
+TOKEN_SALT = "mdp-sse-token"
+
+
+def token_issue(*, account_id: int, pair_id: int, key_id: int | None = None, user_id: int | None = None) -> str:
+    """A short-lived signed token for EventSource, which cannot send headers."""
+    return signing.dumps({"a": account_id, "p": pair_id, "k": key_id, "u": user_id}, salt=TOKEN_SALT, compress=False)
+
+
+def _token_account(token: str, pair: Pair) -> tuple[int, int | None]:
+    try:
+        claims = signing.loads(token, salt=TOKEN_SALT, max_age=settings.SSE_TOKEN_SECONDS)
+    except signing.SignatureExpired:
+        raise Unauthorized("The stream token has expired; request a new one.") from None
+    except signing.BadSignature:
+        raise Unauthorized("The stream token is not valid.") from None
+    if claims.get("p") != pair.pk:
+        raise Unauthorized("The stream token was issued for another pair.")
+    if claims.get("k"):
+        if not ApiKey.objects.filter(pk=claims["k"], account_id=claims["a"], revoked_at__isnull=True).exists():
+            raise Unauthorized("The API key behind this token has been revoked.")
+    elif not User.objects.filter(pk=claims.get("u"), account_id=claims["a"], is_active=True).exists():
+        raise Unauthorized("The user behind this token can no longer sign in.")
+    return claims["a"], claims.get("k")
+
+
+@dataclass
+class StreamGrant:
+    account_id: int
+    key_id: int | None
+    pair_id: int
+    pair_path: str
+    metrics: list[str]
+    circulating_supply: float | None
+    status: dict
+    replay: list = field(default_factory=list)
+    reset: dict | None = None
+
+
+def authorize(*, authorization: str | None, token: str | None, exchange: str, base: str, quote: str,
+              last_event_id: str | None) -> StreamGrant | ApiError:
+    try:
+        return _authorize(authorization, token, exchange, base, quote, last_event_id)
+    except ApiError as error:
+        return error
+    finally:
+        connections.close_all()  # this worker thread returns its connection to the pool
+
+
+def _authorize(authorization, token, exchange, base, quote, last_event_id) -> StreamGrant:
+    pair = pair_get(exchange=exchange, base=base, quote=quote)
+    header_token = bearer_token(authorization)
+    if token and header_token is None:
+        if pair is None:
+            raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")
+        account_id, key_id = _token_account(token, pair)
+    else:
+        caller = caller_for_token(header_token)
+        account_id, key_id = caller.account_id, caller.key_id
+    account = Account.objects.select_related("plan").filter(pk=account_id).first()
+    if account is None:
+        raise Unauthorized("The account no longer exists.")
+    if not (account.plan.has_api and account.plan.has_streaming):
+        raise PlanForbidden("The account's plan does not include the streaming feature.")
+    if pair is None or not pair.streamable:
+        raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")
+    if not account.payment_active:
+        raise PaymentRequired("The account's payment has lapsed; update the payment method to stream.",
+                              details={"reason": "payment_lapsed"})
+    subscription = StreamSubscription.objects.filter(account=account, pair=pair).first()
+    if subscription is None:
+        raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
+                              "POST /api/v1/streams first.", details={"reason": "not_subscribed", "pair": pair.path})
+    grant = StreamGrant(account_id=account.pk, key_id=key_id, pair_id=pair.pk, pair_path=pair.path,
+                        metrics=subscription.metrics, circulating_supply=pair.base.circulating_supply,
+                        status=selectors.pair_status(pair=pair, account=account))
+    if last_event_id:
+        grant.replay, grant.reset = selectors.replay_since(pair=pair, cursor=last_event_id)
+    return grant
