@@ -18,7 +18,7 @@ import threading
 import orjson
 from django.conf import settings
 from django_eventstream.event import Event
-from django_eventstream.views import get_listener_manager
+from django_eventstream.views import get_listener_manager  # noqa: F401  (tests reach it through here)
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +62,11 @@ class RedisBridge:
         self._ready = asyncio.Event()
 
     def ensure_running(self) -> None:
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
+            self.healthy = False
+            self._ready = asyncio.Event()
+            self.task = loop.create_task(self._run())
 
     async def wait_ready(self, timeout: float) -> bool:
         if self.healthy:
@@ -95,6 +98,8 @@ class RedisBridge:
                     except Exception:
                         logger.exception("Dropped a malformed live event")
             except asyncio.CancelledError:
+                self.healthy = False
+                client = None  # the loop is going away; do not wait on the socket
                 raise
             except Exception as exc:
                 if self.healthy:
@@ -104,10 +109,11 @@ class RedisBridge:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
             finally:
-                try:
-                    await client.aclose()
-                except Exception:
-                    pass
+                if client is not None:
+                    try:
+                        await asyncio.wait_for(client.aclose(), 1)
+                    except Exception:
+                        pass
 
 
 _bridge: RedisBridge | None = None
