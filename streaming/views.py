@@ -1,6 +1,6 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -44,3 +44,28 @@ def unsubscribe(request, subscription_id: int):
     subscription_remove(account=account, pair=subscription.pair)
     messages.success(request, f"Unsubscribed from {subscription.pair.path}. Billing for it stops today.")
     return redirect("streaming:streams")
+
+
+@never_cache
+@login_required
+def live_page(request):
+    account = _account(request)
+    subscriptions = (StreamSubscription.objects.filter(account=account)
+                     .select_related("pair__exchange", "pair__base", "pair__quote"))
+    return render(request, "streaming/live.html", {"subscriptions": subscriptions})
+
+
+@never_cache
+@login_required
+def live_token(request, subscription_id: int):
+    """A short-lived EventSource URL for one of the signed-in customer's subscriptions."""
+    from .sse_auth import token_issue
+
+    account = _account(request)
+    subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related(
+        "pair__exchange", "pair__base", "pair__quote").first()
+    if subscription is None:
+        raise Http404("No such subscription.")
+    token = token_issue(account_id=account.pk, pair_id=subscription.pair_id, user_id=request.user.pk)
+    return JsonResponse({"events_url": f"/api/v1/streams/{subscription.pair.path}/events?token={token}",
+                         "pair": subscription.pair.path, "metrics": subscription.metrics})

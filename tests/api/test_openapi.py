@@ -56,3 +56,9 @@ def test_schema_and_explorer_are_served_without_a_key(client):
     assert page.status_code == 200
     html = page.content.decode()
     assert "swagger-ui" in html and "cdn" not in html.lower()
+
+
+def test_the_sse_endpoint_is_documented(schema):
+    events = schema["paths"]["/api/v1/streams/{exchange}/{base}/{quote}/events"]["get"]
+    assert "text/event-stream" in events["responses"]["200"]["content"]
+    assert {"401", "402", "403", "404", "502"} <= set(events["responses"])

@@ -50,3 +50,16 @@ def test_cannot_unsubscribe_someone_elses(signed_in, make_account, btc):
     other = subscription_upsert(account=make_account(), pair=btc, metrics=["trade"])[0]
     assert signed_in.post(f"/account/streams/{other.pk}/unsubscribe/").status_code == 404
     assert StreamSubscription.objects.filter(pk=other.pk).exists()
+
+
+def test_live_page_lists_subscriptions_and_hands_out_stream_urls(signed_in, account, btc):
+    subscription = subscription_upsert(account=account, pair=btc, metrics=["trade"])[0]
+    html = signed_in.get("/account/live/").content.decode()
+    assert "binance/BTC/USDT" in html and "live.js" in html
+    body = signed_in.get(f"/account/live/{subscription.pk}/token/").json()
+    assert body["events_url"].startswith("/api/v1/streams/binance/BTC/USDT/events?token=")
+
+
+def test_live_token_only_for_own_subscriptions(signed_in, make_account, btc):
+    other = subscription_upsert(account=make_account(), pair=btc, metrics=["trade"])[0]
+    assert signed_in.get(f"/account/live/{other.pk}/token/").status_code == 404
