@@ -75,13 +75,21 @@ class Stream:
     def cursor(self) -> str:
         return f"{self.bar_ts}.{self.scheme_id}"
 
-    def bar_event(self, row: dict) -> bytes | None:
+    def bar_event(self, row: dict, cache: dict | None = None) -> bytes | None:
+        """The bar for this stream's metrics; `cache` (one per published bar) lets the
+        streams that share a metric set share one encoding."""
         ts = row["ts_ms"]
         if ts <= self.bar_ts:
             return None  # already sent by the replay
         self.bar_ts = ts
-        fields = snapshot.columns(self.metrics)
-        return encode("bar", {name: row[name] for name in fields if name in row}, self.cursor)
+        key = tuple(self.metrics)
+        data = cache.get(key) if cache is not None else None
+        if data is None:
+            fields = snapshot.columns(self.metrics)
+            data = orjson.dumps({name: row[name] for name in fields if name in row})
+            if cache is not None:
+                cache[key] = data
+        return b"event: bar\nid: " + self.cursor.encode() + b"\ndata: " + data + b"\n\n"
 
     def scheme_event(self, data: dict) -> bytes | None:
         if data.get("id", 0) <= self.scheme_id:
@@ -206,7 +214,7 @@ def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
                     pieces.append(encode("stream-closed", {"reason": reason}))
                     return pieces, True
             elif event.type == "bar":
-                piece = stream.bar_event(event.data)
+                piece = stream.bar_event(event.data, _encodings(event))
                 if piece:
                     pieces.append(piece)
             elif event.type == "scheme-event":
@@ -221,6 +229,14 @@ def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
                                        "last_event_id": stream.cursor}))
         return pieces, True
     return pieces, False
+
+
+def _encodings(event) -> dict:
+    """Per published event, its encodings by metric set, shared by every stream."""
+    cache = getattr(event, "_encodings", None)
+    if cache is None:
+        cache = event._encodings = {}
+    return cache
 
 
 async def _wait_disconnect(receive) -> None:
