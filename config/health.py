@@ -17,7 +17,30 @@ def _check_cache() -> None:
         raise RuntimeError("cache did not return what was written")
 
 
-CHECKS = {"database": _check_database, "cache": _check_cache}
+def _check_pubsub() -> None:
+    if settings.REDIS_URL:
+        from streaming.hub import _redis_client
+
+        _redis_client().ping()
+
+
+def _check_ingestion() -> None:
+    """Wanted pairs whose ingestion stopped committing for longer than the FAILED threshold."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from streaming.models import IngestionState
+
+    cutoff = timezone.now() - timedelta(seconds=settings.STREAM_FAILED_AFTER_SECONDS)
+    stalled = IngestionState.objects.filter(wanted=True, fatal=False, heartbeat_at__lt=cutoff).count()
+    if stalled:
+        raise RuntimeError(f"{stalled} subscribed pair(s) without an ingestion heartbeat for "
+                           f"{settings.STREAM_FAILED_AFTER_SECONDS} s")
+
+
+CHECKS = {"database": _check_database, "cache": _check_cache, "pubsub": _check_pubsub,
+          "ingestion": _check_ingestion}
 
 
 def healthz(request):

@@ -101,3 +101,18 @@ def test_refusals_over_http(full_stack):
     account.plan = plan_upsert(name="data-only", features=["api"], monthly_requests=100, monthly_bytes=10**6)
     account.save()
     assert status_of(EVENTS, **auth) == (403, "plan_forbidden")
+
+
+def test_a_down_pub_sub_backend_is_502_while_the_api_answers(make_account):
+    """A server whose Redis is unreachable refuses new streams with 502 at once."""
+    catalog_seed_demo()
+    key = api_key_create(account=make_account(), name="sse").plaintext
+    env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": "redis://127.0.0.1:1/0",
+           "INGESTION_AUTOSTART": "false"}
+    with daphne_processes(1, env=env) as (base,):
+        response = httpx.get(f"{base}{EVENTS}", headers={"Authorization": f"Bearer {key}",
+                                                          "Accept": "text/event-stream"}, timeout=30)
+        assert response.status_code == 502
+        assert response.json()["error"]["code"] == "temporarily_unavailable"
+        health = httpx.get(f"{base}/healthz", timeout=30)
+        assert health.status_code == 503 and "cache" in health.json()["checks"]
