@@ -1,1 +1,46 @@
+from django.db import models
+from django.db.models import Q
 
+
+class SchemeEvent(models.Model):
+    """A detected spoofing scheme, kept SCHEMES_RETENTION_HOURS (720 h). Unique per pair,
+    scheme, side and build start, so re-detecting the same episode (after a worker
+    restart) stores nothing twice."""
+
+    class Scheme(models.TextChoices):
+        FLIPPING = "flipping"
+        VACUUMING = "vacuuming"
+        LAYERING = "layering"
+
+    pair = models.ForeignKey("market.Pair", on_delete=models.CASCADE, related_name="scheme_events")
+    scheme = models.CharField(max_length=12, choices=Scheme.choices)
+    direction = models.CharField(max_length=4)
+    side = models.CharField(max_length=3)
+    ts_ms = models.BigIntegerField(help_text="Detection time, epoch ms")
+    build_start_ms = models.BigIntegerField()
+    price = models.FloatField(null=True)
+    confidence = models.FloatField()
+    alert_score = models.FloatField()
+    build = models.JSONField(default=dict)
+    collapse = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-ts_ms", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "scheme", "side", "build_start_ms"], name="scheme_event_once"),
+            models.CheckConstraint(condition=Q(direction__in=["up", "down"]), name="scheme_direction_valid"),
+            models.CheckConstraint(condition=Q(side__in=["bid", "ask"]), name="scheme_side_valid"),
+            models.CheckConstraint(condition=Q(confidence__gte=0) & Q(confidence__lte=0.95),
+                                   name="scheme_confidence_range"),
+            models.CheckConstraint(condition=Q(alert_score__gte=0) & Q(alert_score__lte=100),
+                                   name="scheme_alert_score_range"),
+        ]
+        indexes = [models.Index(fields=["pair", "-ts_ms"], name="scheme_pair_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.scheme} {self.side} {self.direction} @ {self.ts_ms}"
+
+    def as_dict(self) -> dict:
+        return {"id": self.pk, "ts_ms": self.ts_ms, "scheme": self.scheme, "direction": self.direction,
+                "side": self.side, "price": self.price, "confidence": self.confidence,
+                "alert_score": self.alert_score, "build": self.build, "collapse": self.collapse}

@@ -1,5 +1,7 @@
 from django.urls import path
 
+from schemes.api import SchemesView
+
 from . import api
 
 PAIR = "streams/<str:exchange>/<str:base>/<str:quote>"
@@ -11,4 +13,5 @@ urlpatterns = [
     path(f"{PAIR}/snapshot", api.SnapshotView.as_view(), name="stream-snapshot"),
     path(f"{PAIR}/live", api.LiveView.as_view(), name="stream-live"),
     path(f"{PAIR}/token", api.StreamTokenView.as_view(), name="stream-token"),
+    path(f"{PAIR}/schemes", SchemesView.as_view(), name="stream-schemes"),
 ]

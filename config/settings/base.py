@@ -245,6 +245,7 @@ CELERY_BEAT_SCHEDULE = {
     "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},
     "purge-bars": {"task": "market.purge_bars", "schedule": 3600.0},
+    "purge-scheme-events": {"task": "schemes.purge_events", "schedule": 3600.0},
 }
 STREAM_READY_COVERAGE = env.float("STREAM_READY_COVERAGE", default=0.95)
 STREAM_STALE_AFTER_SECONDS = env.int("STREAM_STALE_AFTER_SECONDS", default=30)
@@ -258,3 +259,6 @@ SSE_KEEPALIVE_SECONDS = env.float("SSE_KEEPALIVE_SECONDS", default=15.0)
 SSE_RETRY_MS = env.int("SSE_RETRY_MS", default=3000)
 SSE_REPLAY_MAX_SECONDS = env.int("SSE_REPLAY_MAX_SECONDS", default=3600)
 SSE_LIVE_BAR_MAX_AGE_SECONDS = env.int("SSE_LIVE_BAR_MAX_AGE_SECONDS", default=30)
+
+# Scheme detection (schemes/).
+SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)

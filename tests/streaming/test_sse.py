@@ -268,3 +268,38 @@ def test_streams_are_never_metered(key, client_for):
     finish("/api/v1/streams/kraken/BTC/USD/events", bearer(key))
     usage_after = client_for(key.plaintext).get("/api/v1/me/usage").json()
     assert usage_after["requests"] == usage_before["requests"] and usage_after["bytes"] == usage_before["bytes"]
+
+
+def scheme_detection(ts_ms):
+    return {"scheme": "vacuuming", "side": "bid", "direction": "down", "ts_ms": ts_ms, "price": 100.0,
+            "confidence": 0.7, "alert_score": 40.0, "build": {"start_ms": ts_ms - 3000}, "collapse": {}}
+
+
+def test_scheme_events_are_pushed_with_a_resumable_id(key, btc):
+    from schemes.services import scheme_events_store
+
+    async def go():
+        stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
+        await sync_to_async(scheme_events_store)(pair=btc, detections=[scheme_detection(now_ms())])
+        await stream.until(lambda s: any(e["event"] == "scheme-event" for e in s.events))
+        await stream.close()
+        return stream
+
+    event = next(e for e in run(go()).events if e["event"] == "scheme-event")
+    assert event["data"]["scheme"] == "vacuuming" and event["id"] == f"0.{event['data']['id']}"
+
+
+def test_resume_replays_missed_scheme_events(key, btc):
+    from schemes.services import scheme_events_store
+
+    first = scheme_events_store(pair=btc, detections=[scheme_detection(now_ms() - 5000)])[0]
+    scheme_events_store(pair=btc, detections=[scheme_detection(now_ms() - 1000)])
+
+    async def go():
+        stream = OpenStream(EVENTS, {**bearer(key), "Last-Event-ID": f"{now_ms() - 60_000}.{first.pk}"}).start()
+        await stream.until(lambda s: any(e["event"] == "scheme-event" for e in s.events))
+        await stream.close()
+        return stream
+
+    replayed = [e["data"]["id"] for e in run(go()).events if e["event"] == "scheme-event"]
+    assert replayed == [first.pk + 1]

@@ -1,0 +1,317 @@
+"""Level-by-level order book tracker and rolling per-pair baselines. Plain Python.
+
+The tracker keeps the visible book by price level. For every `BookDelta` it reports one
+`Change` per level that changed, with the shrink split into executed and cancelled:
+trades printed at that price (on that side) since the previous book update in the same
+millisecond window count as executed, the rest of the shrink as cancelled. Two kinds of
+removal are not cancels: the deepest level of a side disappearing (the level scrolls out
+of a truncated view) and a `BookSnapshot` (a resync: the book is replaced, the baselines
+and history stay).
+
+Baselines (rolling 30 minutes, per pair): median level size by distance bucket, top-20
+depth per side, sigma of 1 s mid returns (in price units and bps), median taker volume
+per second. They are sampled once a second of event time.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import deque
+from dataclasses import dataclass
+
+BASELINE_WINDOW_MS = 30 * 60 * 1000
+_RECOMPUTE_MS = 15_000
+
+
+@dataclass(slots=True)
+class Change:
+    """One level change of a delta. dist_ticks: distance from the own-side touch before
+    the update (0 = at the touch, negative = improving the touch). runover: the best
+    level vanished entirely (price ran through it); scrolled: deepest level left the view."""
+
+    side: str
+    price: float
+    old: float
+    new: float
+    added: float
+    executed: float
+    cancelled: float
+    dist_ticks: float
+    level_index: int
+    runover: bool
+    scrolled: bool
+
+
+def _median(values) -> float:
+    s = sorted(values)
+    n = len(s)
+    if not n:
+        return 0.0
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+class Baselines:
+    """Rolling 30-minute baselines, one sample a second of event time."""
+
+    N_BUCKETS = 8
+
+    def __init__(self) -> None:
+        n = BASELINE_WINDOW_MS // 1000
+        self.depth20 = {"bid": deque(maxlen=n), "ask": deque(maxlen=n)}
+        self.depth10 = {"bid": deque(maxlen=n), "ask": deque(maxlen=n)}
+        self.returns = deque(maxlen=n)  # 1 s mid returns (log)
+        self.taker = deque(maxlen=n)  # taker volume per second (base qty)
+        self.level_sizes = [deque(maxlen=4000) for _ in range(self.N_BUCKETS)]
+        self._last_mid: float | None = None
+        self._next_recompute = 0
+        # current values
+        self.med_depth20 = {"bid": 0.0, "ask": 0.0}
+        self.med_depth10 = {"bid": 0.0, "ask": 0.0}
+        self.sigma_ret = 0.0  # of 1 s log mid returns
+        self.med_taker = 0.0
+        self.med_level = [0.0] * self.N_BUCKETS
+
+    @staticmethod
+    def bucket(dist_scaled: float) -> int:
+        """Distance bucket: 0, 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64+ (scaled ticks)."""
+        d = int(dist_scaled + 0.5)
+        if d <= 0:
+            return 0
+        b = d.bit_length()
+        return b if b < Baselines.N_BUCKETS else Baselines.N_BUCKETS - 1
+
+    def sample(self, ts_ms: int, mid: float | None, d20: dict, d10: dict, taker_qty: float) -> None:
+        for s in ("bid", "ask"):
+            self.depth20[s].append(d20[s])
+            self.depth10[s].append(d10[s])
+        self.taker.append(taker_qty)
+        if mid and self._last_mid:
+            import math
+
+            self.returns.append(math.log(mid / self._last_mid))
+        self._last_mid = mid
+        if ts_ms >= self._next_recompute or len(self.taker) < 60:
+            self.recompute()
+            self._next_recompute = ts_ms + _RECOMPUTE_MS
+
+    def add_levels(self, sizes_by_bucket) -> None:
+        for b, q in sizes_by_bucket:
+            self.level_sizes[b].append(q)
+
+    def recompute(self) -> None:
+        for s in ("bid", "ask"):
+            self.med_depth20[s] = _median(self.depth20[s])
+            self.med_depth10[s] = _median(self.depth10[s])
+        r = self.returns
+        if len(r) > 5:
+            m = sum(r) / len(r)
+            self.sigma_ret = (sum((x - m) ** 2 for x in r) / (len(r) - 1)) ** 0.5
+        self.med_taker = _median(self.taker)
+        last = 0.0
+        for b in range(self.N_BUCKETS):
+            if len(self.level_sizes[b]) >= 5:
+                last = _median(self.level_sizes[b])
+            self.med_level[b] = last  # an empty bucket borrows the nearer one
+
+    def level_median(self, dist_scaled: float) -> float:
+        return self.med_level[self.bucket(dist_scaled)]
+
+
+class BookTracker:
+    """The visible book by price level plus second-by-second sampling of baselines."""
+
+    def __init__(self, tick_size: float | None = None, distance_scale: float | None = None) -> None:
+        self.tick = tick_size
+        self.fixed_scale = distance_scale
+        self.scale = distance_scale or 1.0
+        self.bids: dict[float, float] = {}
+        self.asks: dict[float, float] = {}
+        self.bk: list[float] = []  # bid prices ascending (best last)
+        self.ak: list[float] = []  # ask prices ascending (best first)
+        self.pending: dict = {}  # (side, price) -> executed qty not yet matched to a shrink
+        self.pending_ts = -1
+        self.base = Baselines()
+        self.sec = None  # current second (ts // 1000)
+        self.sec_taker = 0.0
+        self.updates = 0
+        self.snapshots = 0
+        self.last_ts = 0
+
+    # -- views ---------------------------------------------------------------------
+    def best(self, side: str) -> float | None:
+        if side == "bid":
+            return self.bk[-1] if self.bk else None
+        return self.ak[0] if self.ak else None
+
+    def mid(self) -> float | None:
+        if self.bk and self.ak:
+            return 0.5 * (self.bk[-1] + self.ak[0])
+        return None
+
+    def top_depth(self, side: str, n: int) -> float:
+        if side == "bid":
+            b = self.bids
+            return sum(b[p] for p in self.bk[-n:])
+        a = self.asks
+        return sum(a[p] for p in self.ak[:n])
+
+    def dist_ticks(self, side: str, price: float, touch: float | None) -> float:
+        if touch is None:
+            return 0.0
+        d = (touch - price) if side == "bid" else (price - touch)
+        return d / self.tick
+
+    # -- time ------------------------------------------------------------------------
+    def _clock(self, ts: int) -> None:
+        self.last_ts = ts
+        s = ts // 1000
+        if self.sec is None:
+            self.sec = s
+            return
+        if s != self.sec:
+            # one sample for the second that just ended (the book as it stood then)
+            d20 = {"bid": self.top_depth("bid", 20), "ask": self.top_depth("ask", 20)}
+            d10 = {"bid": self.top_depth("bid", 10), "ask": self.top_depth("ask", 10)}
+            self.base.sample(ts, self.mid(), d20, d10, self.sec_taker)
+            for _ in range(min(s - self.sec - 1, 5)):  # quiet seconds: no taker volume
+                self.base.sample(ts, self.mid(), d20, d10, 0.0)
+            if s % 5 == 0:
+                self._sample_levels(20)
+            if self.fixed_scale is None and self.base.sigma_ret > 0 and self.tick:
+                m = self.mid()
+                if m:
+                    # the price moves ~0.3 sigma_1s a second; a quarter of that in ticks is
+                    # the distance unit on fast, fine-tick pairs (>= 1 tick)
+                    self.scale = max(1.0, 0.075 * self.base.sigma_ret * m / self.tick)
+            self.sec = s
+            self.sec_taker = 0.0
+
+    def _sample_levels(self, n: int) -> None:
+        out = []
+        for side, keys, book in (("bid", self.bk[::-1][:n], self.bids), ("ask", self.ak[:n], self.asks)):
+            if not keys:
+                continue
+            touch = keys[0]
+            for p in keys:
+                d = self.dist_ticks(side, p, touch) / self.scale
+                out.append((Baselines.bucket(d), book[p]))
+        self.base.add_levels(out)
+
+    def _infer_tick(self, prices) -> None:
+        best = None
+        for p in prices:
+            s = repr(float(p))
+            dec = len(s.split(".")[1].rstrip("0")) if "." in s and "e" not in s else 0
+            best = dec if best is None else max(best, dec)
+        if best is not None:
+            self.tick = 10.0 ** (-best)
+
+    # -- events ------------------------------------------------------------------------
+    def on_trade(self, trade) -> str:
+        """Remember a trade for the next book update; returns the book side it hit."""
+        self._clock(trade.ts_ms)
+        side = "bid" if trade.side == "sell" else "ask"
+        if trade.ts_ms != self.pending_ts:
+            self.pending.clear()
+            self.pending_ts = trade.ts_ms
+        key = (side, trade.price)
+        self.pending[key] = self.pending.get(key, 0.0) + trade.qty
+        self.sec_taker += trade.qty
+        return side
+
+    def on_snapshot(self, snap) -> None:
+        self._clock(snap.ts_ms)
+        if self.tick is None:
+            self._infer_tick([p for p, _ in snap.bids[:50]] + [p for p, _ in snap.asks[:50]])
+        self.bids = {p: q for p, q in snap.bids if q > 0}
+        self.asks = {p: q for p, q in snap.asks if q > 0}
+        self.bk = sorted(self.bids)
+        self.ak = sorted(self.asks)
+        self.pending.clear()
+        self.snapshots += 1
+        self._sample_levels(60)
+
+    def on_delta(self, delta) -> list[Change]:
+        ts = delta.ts_ms
+        self._clock(ts)
+        if self.tick is None:
+            self._infer_tick([p for p, _ in delta.bids] + [p for p, _ in delta.asks])
+        pending = self.pending if self.pending_ts == ts else None
+        out: list[Change] = []
+        for side, levels, book, keys in (("bid", delta.bids, self.bids, self.bk),
+                                         ("ask", delta.asks, self.asks, self.ak)):
+            if not levels:
+                continue
+            touch = (keys[-1] if side == "bid" else keys[0]) if keys else None
+            tick = self.tick or 1.0
+            for price, qty in levels:
+                self.updates += 1
+                old = book.get(price, 0.0)
+                if qty == old:
+                    continue
+                if touch is None:
+                    dist = 0.0
+                elif side == "bid":
+                    dist = (touch - price) / tick
+                else:
+                    dist = (price - touch) / tick
+                if old == 0.0:
+                    insort(keys, price)
+                    book[price] = qty
+                    out.append(Change(side, price, 0.0, qty, qty, 0.0, 0.0, dist, 0, False, False))
+                    continue
+                i = bisect_left(keys, price)
+                idx = (len(keys) - 1 - i) if side == "bid" else i
+                if qty > old:
+                    book[price] = qty
+                    out.append(Change(side, price, old, qty, qty - old, 0.0, 0.0, dist, idx, False, False))
+                    continue
+                shrink = old - qty
+                ex = 0.0
+                if pending:
+                    got = pending.get((side, price))
+                    if got:
+                        ex = got if got < shrink else shrink
+                        pending[(side, price)] = got - ex
+                canc = shrink - ex
+                runover = scrolled = False
+                if qty <= 0.0:
+                    scrolled = idx == len(keys) - 1 and idx >= 10
+                    runover = idx == 0 and canc > 0
+                    del keys[i]
+                    del book[price]
+                else:
+                    book[price] = qty
+                out.append(Change(side, price, old, qty, 0.0, ex, canc, dist, idx, runover, scrolled))
+        return out
+
+    # -- state ---------------------------------------------------------------------------
+    def clear_book(self) -> None:
+        self.bids.clear()
+        self.asks.clear()
+        self.bk.clear()
+        self.ak.clear()
+
+
+class LargeAdd:
+    """A large quantity added at one price in one update (a candidate fake order) and what
+    became of it: executed (after the queue ahead of it traded) and cancelled quantity."""
+
+    __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
+                 "size_ratio", "depth_share", "t_first_cancel", "t_pulled", "pull_dist_ticks", "closed", "used")
+
+    def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share):
+        self.side, self.price, self.t_add, self.qty, self.ahead = side, price, t_add, qty, ahead
+        self.executed = 0.0
+        self.cancelled = 0.0
+        self.dist_ticks, self.dist_scaled = dist_ticks, dist_scaled
+        self.size_ratio, self.depth_share = size_ratio, depth_share
+        self.t_first_cancel = None
+        self.t_pulled = None  # when cancelled reached half of qty
+        self.pull_dist_ticks = None
+        self.closed = False
+        self.used = False  # already part of an emitted event
+
+    @property
+    def remaining(self) -> float:
+        return self.qty - self.executed - self.cancelled

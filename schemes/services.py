@@ -1,0 +1,45 @@
+"""Functions that write scheme events."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from .models import SchemeEvent
+
+
+def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
+    """Store detections (dicts of the detector's fields); the ones already stored (same
+    pair, scheme, side and build start) are skipped. Returns the new rows, after which
+    the live feed is told of them when the caller's transaction commits."""
+    stored = []
+    for item in detections:
+        build = item.get("build") or {}
+        row, created = SchemeEvent.objects.get_or_create(
+            pair=pair, scheme=item["scheme"], side=item["side"],
+            build_start_ms=int(build.get("start_ms", item["ts_ms"])),
+            defaults={"direction": item["direction"], "ts_ms": int(item["ts_ms"]), "price": item.get("price"),
+                      "confidence": min(max(float(item["confidence"]), 0.0), 0.95),
+                      "alert_score": min(max(float(item["alert_score"]), 0.0), 100.0),
+                      "build": build, "collapse": item.get("collapse") or {}})
+        if created:
+            stored.append(row)
+    if stored:
+        transaction.on_commit(lambda: _publish(pair, stored))
+    return stored
+
+
+def _publish(pair, rows: list[SchemeEvent]) -> None:
+    from streaming import hub
+
+    for row in rows:
+        try:
+            hub.publish(hub.pair_channel(pair.pk), "scheme-event", row.as_dict())
+        except Exception:  # stored; a client resumes it with Last-Event-ID
+            pass
+
+
+def scheme_events_purge(*, now_ms: int) -> int:
+    cutoff = now_ms - settings.SCHEMES_RETENTION_HOURS * 3_600_000
+    deleted, _ = SchemeEvent.objects.filter(ts_ms__lt=cutoff).delete()
+    return deleted

@@ -1,0 +1,10 @@
+from celery import shared_task
+
+
+@shared_task(name="schemes.purge_events")
+def purge_events() -> int:
+    from billing.clock import utcnow
+
+    from .services import scheme_events_purge
+
+    return scheme_events_purge(now_ms=int(utcnow().timestamp() * 1000))
