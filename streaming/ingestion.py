@@ -79,9 +79,17 @@ class PairIngestor:
         self._builder_class = BarBuilder
         self.builder = None
         self.builder_cursor: int | None = None
+        self.detection = None
 
-    def _warm_up(self, cursor_ms: int) -> None:
-        """Rebuild the book as it stood at the cursor from the events since the minute start."""
+    def _warm_up(self, cursor_ms: int) -> list[dict]:
+        """Rebuild the book as it stood at the cursor from the events since the minute
+        start, and the detectors from the recent past. Returns what the detectors found on
+        the way (stored idempotently by the caller)."""
+        found: list[dict] = []
+        if settings.SCHEMES_DETECTION:
+            from schemes.detection import PairDetection
+
+            self.detection, found = PairDetection.warmed_up(self.ref, self.source, cursor_ms)
         builder = self._builder_class(self.ref)
         warm_from = floor_ms(cursor_ms, "minute")
         if warm_from < cursor_ms:
@@ -89,6 +97,7 @@ class PairIngestor:
                 builder.feed(event)
             builder.flush(cursor_ms)
         self.builder, self.builder_cursor = builder, cursor_ms
+        return found
 
     def step(self, until_ms: int) -> StepResult | None:
         """Ingest from the committed cursor up to until_ms (at most one window)."""
@@ -104,14 +113,20 @@ class PairIngestor:
                 end = min(until_ms, cursor + settings.INGESTION_MAX_WINDOW_MS)
                 if end <= cursor:
                     return None
-                if self.builder_cursor != cursor:
-                    self._warm_up(cursor)
+                detections = self._warm_up(cursor) if self.builder_cursor != cursor else []
                 seen = {}
+                detect = self.detection.feed if self.detection is not None else None
                 for event in self.source.events(self.ref, cursor, end):
                     self.builder.feed(event)
+                    if detect is not None:
+                        detections.extend(detect(event))
                     seen[type(event)] = event.ts_ms
                 bars = self.builder.flush(end)
                 bars_write(pair=self.pair, granularity="second", bars=bars)
+                if detections:
+                    from schemes.services import scheme_events_store
+
+                    scheme_events_store(pair=self.pair, detections=detections)
                 state.cursor_ms = end
                 state.heartbeat_at = timezone.now()
                 state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)

@@ -21,3 +21,5 @@ CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="memory://")
 # Tests drive ingestion steps themselves; integration tests start real workers.
 INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=False)
 INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=False)
+# Detector tests drive the engine directly; ingestion tests run without it unless they ask.
+SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=False)
