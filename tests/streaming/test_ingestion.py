@@ -123,3 +123,4 @@ def test_published_bars_reach_listeners_after_commit(btc, state, django_capture_
         assert seen == [5]
     finally:
         publish._listeners.pop()
+

@@ -1,0 +1,399 @@
+"""DetectorEngine: feeds normalised events through the book tracker and the three scheme
+detectors and returns `SchemeEvent`s as soon as a collapse is confirmed. Plain Python.
+
+    engine = DetectorEngine(pair_ref, tick_size=0.01)
+    for ev in source.events(pair, a, b):
+        for se in engine.feed(ev):
+            publish(se.to_dict())          # dedupe on se.key = (scheme, side, build start_ms)
+
+The engine is deterministic: the same event stream gives the same SchemeEvents.
+`state()` returns an opaque, picklable snapshot of everything (book, baselines, open
+candidates); `DetectorEngine.restore(state)` continues exactly where it stopped, so a
+restart neither loses nor repeats events. Without a stored state, warm up by feeding the
+last 30 minutes again and drop events whose `key` was already published.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from dataclasses import asdict, dataclass, field
+
+from market.sources.events import BookDelta, BookSnapshot, PairRef, Quote, Trade
+
+from .book import BookTracker, LargeAdd
+from .flipping import FlippingDetector
+from .layering import LayeringDetector
+from .vacuuming import VacuumingDetector
+
+# A large add: qty >= max(LARGE_LEVEL_MULT x median level size at that distance bucket,
+#                         LARGE_DEPTH_SHARE x median top-20 depth of the side)
+LARGE_LEVEL_MULT = 2.0
+LARGE_DEPTH_SHARE = 0.03
+BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of a large order's remainder is its own
+PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
+RECORD_TTL_MS = 45_000
+
+# Confidence = 0.95 * sum(w * ramp(feature)) / sum(w), per scheme. Ramps are linear
+# between (lo, hi) and clipped to 0..1 (see RAMPS); a feature missing for a scheme has no weight.
+CONFIDENCE_WEIGHTS = {
+    "layering": {"size_ratio": 0.25, "cancel_ratio": 0.30, "levels": 0.15, "move_sigma": 0.15,
+                 "opposite_taker": 0.10, "reversion": 0.05},
+    "flipping": {"size_ratio": 0.25, "cancel_ratio": 0.20, "flip_latency_ms": 0.25, "flip_fraction": 0.15,
+                 "opposite_taker": 0.10, "move_sigma": 0.05},
+    "vacuuming": {"size_ratio": 0.25, "cancel_ratio": 0.25, "removed": 0.20, "move_sigma": 0.20,
+                  "reversion": 0.10},
+}
+RAMPS = {
+    "size_ratio": (1.5, 10.0),  # x the typical level (vacuuming: x baseline top-10 depth, 1 .. 3)
+    "cancel_ratio": (0.5, 0.95),
+    "levels": (1.0, 4.0),
+    "move_sigma": (0.0, 2.0),  # |mid move| toward the scheme's direction, in 1 s sigmas
+    "opposite_taker": (0.0, 5.0),  # opposite taker qty during the build, in typical taker seconds
+    "reversion": (0.0, 1.0),  # share of the build's mid move given back at detection
+    "flip_latency_ms": (2500.0, 50.0),  # shorter is more abnormal
+    "flip_fraction": (0.1, 1.0),
+    "removed": (0.2, 0.8),
+}
+_VAC_SIZE_RAMP = (1.0, 3.0)
+MAX_CONFIDENCE = 0.95
+
+
+def ramp(x: float, lo: float, hi: float) -> float:
+    if hi == lo:
+        return 1.0 if x >= hi else 0.0
+    v = (x - lo) / (hi - lo)
+    return 0.0 if v < 0 else 1.0 if v > 1 else v
+
+
+def confidence(scheme: str, features: dict) -> float:
+    weights = CONFIDENCE_WEIGHTS[scheme]
+    tot = acc = 0.0
+    for name, w in weights.items():
+        if name not in features:
+            continue
+        lo, hi = _VAC_SIZE_RAMP if (scheme == "vacuuming" and name == "size_ratio") else RAMPS[name]
+        acc += w * ramp(features[name], lo, hi)
+        tot += w
+    return round(MAX_CONFIDENCE * acc / tot, 4) if tot else 0.0
+
+
+def alert_score(conf: float, removed_share: float, move_sigma: float) -> float:
+    """0..100: confidence scaled by how much depth was removed (share of the side's
+    top-20 baseline depth) and how far price moved (in 1 s sigmas)."""
+    return round(100.0 * conf * (0.5 + 0.25 * ramp(removed_share, 0.0, 1.0) + 0.25 * ramp(move_sigma, 0.0, 3.0)), 1)
+
+
+DIRECTION = {("layering", "bid"): "up", ("layering", "ask"): "down",
+             ("flipping", "bid"): "up", ("flipping", "ask"): "down",
+             ("vacuuming", "bid"): "down", ("vacuuming", "ask"): "up"}
+
+
+@dataclass
+class SchemeEvent:
+    scheme: str  # layering | flipping | vacuuming
+    direction: str  # up | down
+    side: str  # bid | ask: where the fake liquidity stood
+    ts_ms: int  # detection time (event time of the update that confirmed the collapse)
+    price: float  # price of the (nearest) pulled order / the touch of the pulled side
+    confidence: float  # 0 .. 0.95
+    alert_score: float  # 0 .. 100
+    build: dict = field(default_factory=dict)
+    collapse: dict = field(default_factory=dict)
+    pair: str = ""
+
+    @property
+    def key(self) -> tuple:
+        """Stable identity for de-duplication: (scheme, side, build start_ms)."""
+        return (self.scheme, self.side, self.build.get("start_ms"))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["key"] = list(self.key)
+        return d
+
+
+class DetectorEngine:
+    """Per-pair detector: `feed(event) -> list[SchemeEvent]`."""
+
+    def __init__(self, pair_ref: PairRef, tick_size: float | None = None, distance_scale: float | None = None):
+        self.pair = pair_ref
+        self.tracker = BookTracker(tick_size, distance_scale)
+        self.base = self.tracker.base
+        self.records: dict[str, list[LargeAdd]] = {"bid": [], "ask": []}
+        self._by_price: dict = {}
+        self.flipping = FlippingDetector()
+        self.layering = LayeringDetector()
+        self.vacuuming = VacuumingDetector()
+        self._mid_ts: list[int] = []
+        self._mid_px: list[float] = []
+        self._taker: list = []  # (ts, book side hit, qty)
+        self._next_prune = 0
+        self.emitted = 0
+
+    # -- public API ------------------------------------------------------------------------
+    def feed(self, event) -> list[SchemeEvent]:
+        t = type(event)
+        if t is BookDelta:
+            return self._on_delta(event)
+        if t is Trade:
+            return self._on_trade(event)
+        if t is BookSnapshot:
+            self.tracker.on_snapshot(event)
+            self._reset_book()
+            self._note_mid(event.ts_ms)
+            return []
+        if t is Quote:
+            return []
+        raise TypeError(f"unknown event {event!r}")
+
+    def feed_many(self, events) -> list[SchemeEvent]:
+        out = []
+        for ev in events:
+            r = self.feed(ev)
+            if r:
+                out.extend(r)
+        return out
+
+    def state(self) -> bytes:
+        """Opaque snapshot of the whole engine (pickle); see `restore`."""
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def restore(cls, state: bytes) -> "DetectorEngine":
+        eng = pickle.loads(state)
+        if not isinstance(eng, cls):
+            raise TypeError("not a DetectorEngine state")
+        return eng
+
+    @property
+    def book_updates(self) -> int:
+        return self.tracker.updates
+
+    # -- internals -------------------------------------------------------------------------
+    def _reset_book(self) -> None:
+        # a snapshot replaces the book: open candidates cannot be followed across it
+        self.records = {"bid": [], "ask": []}
+        self._by_price.clear()
+        self.flipping.reset()
+        self.vacuuming.reset()
+
+    def _note_mid(self, ts: int) -> None:
+        m = self.tracker.mid()
+        if m is not None and (not self._mid_px or self._mid_px[-1] != m):
+            self._mid_ts.append(ts)
+            self._mid_px.append(m)
+
+    def mid_at(self, ts: int) -> float | None:
+        from bisect import bisect_right
+
+        i = bisect_right(self._mid_ts, ts) - 1
+        if i < 0:
+            return self._mid_px[0] if self._mid_px else None
+        return self._mid_px[i]
+
+    def vacuum_active(self, side: str, ts: int) -> bool:
+        return self.vacuuming.active(side, ts, self.base.med_depth10[side])
+
+    def large_threshold(self, side: str, dist_ticks: float) -> float:
+        base = self.base
+        ds = dist_ticks / self.tracker.scale if dist_ticks > 0 else 0.0
+        return max(LARGE_LEVEL_MULT * base.level_median(ds), LARGE_DEPTH_SHARE * base.med_depth20[side])
+
+    def _prune(self, ts: int) -> None:
+        self._next_prune = ts + 1000
+        lim = ts - RECORD_TTL_MS
+        for side in ("bid", "ask"):
+            recs = self.records[side]
+            if recs and recs[0].t_add < lim:
+                keep = [r for r in recs if r.t_add >= lim]
+                self.records[side] = keep
+                self._by_price = {}
+        if not self._by_price:
+            for side in ("bid", "ask"):
+                for r in self.records[side]:
+                    self._by_price.setdefault((side, r.price), []).append(r)
+        if len(self._mid_ts) > 4000:
+            lim2 = ts - 60_000
+            from bisect import bisect_left
+
+            i = bisect_left(self._mid_ts, lim2)
+            del self._mid_ts[:i]
+            del self._mid_px[:i]
+        if self._taker and self._taker[0][0] < ts - 30_000:
+            self._taker = [x for x in self._taker if x[0] >= ts - 30_000]
+        self.flipping.expire(ts)
+
+    def _on_trade(self, trade) -> list:
+        side = self.tracker.on_trade(trade)
+        self._taker.append((trade.ts_ms, side, trade.qty))
+        if self.flipping.watches:
+            return self.flipping.on_trade(self, trade, side, trade.ts_ms)
+        return []
+
+    def _on_delta(self, delta) -> list:
+        ts = delta.ts_ms
+        tr = self.tracker
+        changes = tr.on_delta(delta)
+        if ts >= self._next_prune:
+            self._prune(ts)
+        self._note_mid(ts)
+        if not changes:
+            return []
+        pulled = []
+        base = self.base
+        scale = tr.scale
+        by_price = self._by_price
+        for ch in changes:
+            if ch.added > 0:
+                ds = ch.dist_ticks / scale if ch.dist_ticks > 0 else 0.0
+                med = base.level_median(ds)
+                if med <= 0:
+                    continue
+                thr = max(LARGE_LEVEL_MULT * med, LARGE_DEPTH_SHARE * base.med_depth20[ch.side])
+                if ch.added >= thr:
+                    rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med,
+                                   ch.added / base.med_depth20[ch.side] if base.med_depth20[ch.side] else 0.0)
+                    self.records[ch.side].append(rec)
+                    by_price.setdefault((ch.side, ch.price), []).append(rec)
+                continue
+            recs = by_price.get((ch.side, ch.price))
+            if not recs:
+                continue
+            ex, canc = ch.executed, ch.cancelled
+            total_rem = sum(r.remaining for r in recs)
+            background_runover = ch.runover and total_rem < 0.8 * ch.old
+            for r in recs:
+                if r.closed:
+                    continue
+                if ex > 0:
+                    take = min(ex, r.ahead)
+                    r.ahead -= take
+                    ex -= take
+                    take = min(ex, r.remaining)
+                    r.executed += take
+                    ex -= take
+                if canc > 0 and not background_runover and not ch.scrolled:
+                    # one large cancel is attributed to the large order; small ones (typical
+                    # background cancels) only in proportion to its share of the level
+                    rem = r.remaining
+                    take = min(canc, rem) if canc >= BIG_CANCEL_SHARE * rem else canc * rem / ch.old
+                    if take > 0:
+                        r.cancelled += take
+                        canc -= take
+                        if r.t_first_cancel is None:
+                            r.t_first_cancel = ts
+                        if r.t_pulled is None and r.cancelled >= PULLED_SHARE * r.qty:
+                            r.t_pulled = ts
+                            r.pull_dist_ticks = ch.dist_ticks
+                            pulled.append(r)
+                if ch.new <= 0:
+                    r.closed = True
+            if ch.new <= 0:
+                del by_price[(ch.side, ch.price)]
+        out = []
+        out.extend(self.vacuuming.on_changes(self, changes, ts))
+        for r in pulled:
+            if r.used:
+                continue
+            res = self.layering.on_pulled(self, r, ts)
+            if res:
+                out.extend(res)
+                continue
+            self.flipping.on_pulled(self, r, ts)
+        if self.flipping.watches:
+            out.extend(self.flipping.on_changes(self, changes, ts))
+        return out
+
+    # -- event building --------------------------------------------------------------------
+    def make_event(self, scheme, side, ts, price, recs, *, t_collapse, t_collapse_end, build_start=None,
+                   build_end=None, extra_collapse=None, features=None) -> SchemeEvent:
+        tr, base = self.tracker, self.base
+        tick = tr.tick or 1.0
+        features = dict(features or {})
+        if recs:
+            b_start = min(r.t_add for r in recs) if build_start is None else build_start
+            b_end = max(r.t_add for r in recs) if build_end is None else build_end
+        else:
+            b_start = build_start if build_start is not None else ts
+            b_end = build_end if build_end is not None else ts
+        added = sum(r.qty for r in recs)
+        canc = sum(r.cancelled for r in recs)
+        ex = sum(r.executed for r in recs)
+        mid0 = self.mid_at(b_start - 1) or self.tracker.mid() or price
+        mid_b = self.mid_at(b_end) or mid0
+        mid_peak = self.mid_at(t_collapse) or mid_b
+        mid_now = tr.mid() or mid_peak
+        sign = 1.0 if DIRECTION[(scheme, side)] == "up" else -1.0
+        sig = base.sigma_ret or 1e-4
+        build_move_bps = (mid_peak / mid0 - 1.0) * 1e4 if mid0 else 0.0
+        collapse_move_bps = (mid_now / mid_peak - 1.0) * 1e4 if mid_peak else 0.0
+        move_sigma = max(0.0, sign * (mid_now / mid0 - 1.0)) / sig if mid0 else 0.0
+        if scheme == "vacuuming":
+            move_sigma = max(0.0, sign * collapse_move_bps * 1e-4) / sig
+        reversion = 0.0
+        if abs(build_move_bps) > 1e-9:
+            reversion = max(0.0, min(1.0, -collapse_move_bps / build_move_bps))
+        opp_side = "bid" if side == "ask" else "ask"  # a bid spoof sets up sells: they hit the bid
+        opp_book = side
+        opp_qty = sum(q for t, s, q in self._taker if b_start <= t <= ts and s == opp_book)
+        features.setdefault("move_sigma", move_sigma)
+        features.setdefault("reversion", reversion)
+        if base.med_taker > 0:
+            features.setdefault("opposite_taker", opp_qty / base.med_taker)
+        conf = confidence(scheme, features)
+        depth20 = base.med_depth20[side] or 1.0
+        removed_qty = canc if recs else (extra_collapse or {}).get("depth_before_qty", 0.0) - \
+            (extra_collapse or {}).get("depth_after_qty", 0.0)
+        score = alert_score(conf, removed_qty / depth20, abs(collapse_move_bps + build_move_bps) * 1e-4 / sig)
+        mid_ref = mid0 or price
+        dists = [r.dist_ticks for r in recs]
+        touch = tr.best(side)
+        levels = sorted({r.price for r in recs})
+        d10 = base.med_depth10[side] or 1.0
+        build = {
+            "start_ms": int(b_start), "end_ms": int(b_end), "duration_ms": int(b_end - b_start),
+            "added_qty": round(added, 12), "added_notional": round(sum(r.qty * r.price for r in recs), 6),
+            "levels": len(levels),
+            "distance_ticks_min": round(min(dists), 2) if dists else 0.0,
+            "distance_ticks_max": round(max(dists), 2) if dists else 0.0,
+            "distance_bps_min": round(min(dists) * tick / mid_ref * 1e4, 3) if dists else 0.0,
+            "distance_bps_max": round(max(dists) * tick / mid_ref * 1e4, 3) if dists else 0.0,
+            "size_ratio": round(features.get("size_ratio", 0.0), 3),
+            "depth_share": round(added / depth20, 4) if recs else round(features.get("size_ratio", 0.0) - 1.0, 4),
+            "imbalance_before": round(self._imbalance_at_baseline(), 4),
+            "imbalance_peak": round(self._imbalance_peak(side, added, d10, features), 4),
+            "opposite_taker_qty": round(opp_qty, 12),
+            "mid_move_bps": round(build_move_bps, 3),
+            "distance_scale_ticks": round(tr.scale, 3),
+        }
+        pull_d = [r.pull_dist_ticks for r in recs if r.pull_dist_ticks is not None]
+        collapse = {
+            "start_ms": int(t_collapse), "end_ms": int(t_collapse_end), "duration_ms": int(t_collapse_end - t_collapse),
+            "cancelled_qty": round(canc, 12), "executed_qty": round(ex, 12),
+            "cancel_ratio": round(canc / (canc + ex), 4) if canc + ex else 1.0,
+            "removed_fraction": round((canc + ex) / added, 4) if added else 0.0,
+            "time_to_cancel_ms": int(t_collapse - b_end),
+            "distance_to_touch_ticks": round(min(pull_d), 2) if pull_d else 0.0,
+            "depth_drop": round(removed_qty / depth20, 4),
+            "mid_move_bps": round(collapse_move_bps, 3),
+            "reversion": round(reversion, 4),
+        }
+        if extra_collapse:
+            collapse.update(extra_collapse)
+        self.emitted += 1
+        return SchemeEvent(scheme, DIRECTION[(scheme, side)], side, int(ts), float(price), conf, score,
+                           build, collapse, f"{self.pair.exchange}/{self.pair.base}/{self.pair.quote}")
+
+    def _imbalance_at_baseline(self) -> float:
+        b, a = self.base.med_depth10["bid"], self.base.med_depth10["ask"]
+        return (b - a) / (b + a) if a + b else 0.0
+
+    def _imbalance_peak(self, side, added, d10, features) -> float:
+        b, a = self.base.med_depth10["bid"], self.base.med_depth10["ask"]
+        extra = added if added else max(0.0, features.get("size_ratio", 1.0) - 1.0) * d10
+        if side == "bid":
+            b += extra
+        else:
+            a += extra
+        return (b - a) / (b + a) if a + b else 0.0

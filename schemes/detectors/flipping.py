@@ -1,0 +1,96 @@
+"""Flipping: a large passive order at or near the touch is cancelled and, almost at once,
+about the same size trades aggressively against that side or rests on the other side
+(CFTC v Oystacher). Plain Python; driven by `DetectorEngine`."""
+
+from __future__ import annotations
+
+# thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
+FLIP_MAX_DIST_SCALED = 4.6  # the large add stood 0..4 scaled ticks behind the touch
+FLIP_MAX_LIFE_MS = 16_000  # add -> pull
+FLIP_WINDOW_MS = 2_600  # pull -> flip
+FLIP_MIN_FRACTION = 0.12  # flip quantity >= this share of the pulled order ...
+FLIP_MIN_TAKER_SECONDS = 3.0  # ... and (aggressive) >= this many typical taker seconds
+FLIP_MAX_EXECUTED = 0.3  # share of the order executed before the pull
+REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
+MIRROR_MAX_DIST_SCALED = 2.1
+
+
+class _Watch:
+    __slots__ = ("rec", "t_pull", "deadline", "taker_qty", "taker_first", "done")
+
+    def __init__(self, rec, t_pull):
+        self.rec, self.t_pull, self.deadline = rec, t_pull, t_pull + FLIP_WINDOW_MS
+        self.taker_qty = 0.0
+        self.taker_first = None
+        self.done = False
+
+
+class FlippingDetector:
+    def __init__(self) -> None:
+        self.watches: list[_Watch] = []
+
+    def reset(self) -> None:
+        self.watches.clear()
+
+    def expire(self, ts: int) -> None:
+        if self.watches:
+            self.watches = [w for w in self.watches if not w.done and w.deadline >= ts]
+
+    def on_pulled(self, eng, rec, ts: int) -> None:
+        if rec.dist_scaled > FLIP_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
+            return
+        if ts - rec.t_add > FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
+            return
+        for r in eng.records[rec.side]:
+            if r is not rec and abs(r.t_add - rec.t_add) <= 3000 and r.qty >= 0.5 * rec.qty:
+                return  # several large orders: not a single flipped order
+        self.watches.append(_Watch(rec, ts))
+
+    def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
+        out = []
+        for w in self.watches:
+            if w.done or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
+                continue
+            w.taker_qty += trade.qty
+            if w.taker_first is None:
+                w.taker_first = ts
+            need = max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker)
+            if w.taker_qty >= need:
+                w.done = True
+                out.append(self._event(eng, w, ts, "aggressive", w.taker_qty, w.taker_first))
+        return out
+
+    def on_changes(self, eng, changes, ts: int) -> list:
+        if not self.watches:
+            return []
+        out = []
+        scale = eng.tracker.scale
+        for ch in changes:
+            if ch.added <= 0:
+                continue
+            for w in self.watches:
+                if w.done or ts < w.t_pull:
+                    continue
+                rec = w.rec
+                if ch.side == rec.side:
+                    if (ts - w.t_pull <= REFRESH_MS and ch.added >= 0.5 * rec.qty
+                            and ch.dist_ticks <= FLIP_MAX_DIST_SCALED * scale):
+                        w.done = True  # re-quoted on the same side: a refresh, not a flip
+                    continue
+                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and \
+                        ch.added >= max(FLIP_MIN_FRACTION * rec.qty, eng.large_threshold(ch.side, ch.dist_ticks)):
+                    w.done = True
+                    out.append(self._event(eng, w, ts, "mirror", ch.added, ts))
+        return out
+
+    def _event(self, eng, w, ts, mode, flip_qty, flip_first):
+        rec = w.rec
+        rec.used = True
+        cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0
+        return eng.make_event(
+            "flipping", rec.side, ts, rec.price, [rec], t_collapse=w.t_pull, t_collapse_end=ts,
+            extra_collapse={"flip_latency_ms": flip_first - w.t_pull, "flip_qty": round(flip_qty, 12),
+                            "flip_mode": mode},
+            features={"size_ratio": rec.size_ratio, "cancel_ratio": cancel_ratio,
+                      "flip_latency_ms": flip_first - w.t_pull,
+                      "flip_fraction": flip_qty / rec.qty if rec.qty else 0.0})

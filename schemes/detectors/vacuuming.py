@@ -1,0 +1,127 @@
+"""Vacuuming (our own definition; no regulator defines the word): depth on one side that
+had been unusually large for a while is pulled within about a second or two, mostly
+unexecuted, while the other side stays, leaving a gap price can move into. Plain Python;
+driven by `DetectorEngine`."""
+
+from __future__ import annotations
+
+from collections import deque
+
+VAC_ELEVATED = 1.15  # top-10 depth >= this x its 30-minute median counts as elevated
+VAC_PEAK = 1.2  # the peak before the pull >= this x baseline
+VAC_MIN_REST_MS = 600  # elevated at least this long before the pull
+VAC_MAX_REST_MS = 45_000  # longer-lived walls are patient orders, not vacuuming
+VAC_WINDOW_MS = 3_000  # the pull happens within this window
+VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
+VAC_MIN_DROP = 0.12  # ... and by >= this share of the baseline
+VAC_CANCEL_SHARE = 0.6  # cancelled (not run over) share of the drop
+VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
+VAC_OTHER_SIDE = 0.2  # the other side may not fall by this share of its depth (two-sided pull)
+VAC_COOLDOWN_MS = 5_000
+VAC_MIN_ADDS = 3  # large adds (chunks) that built the excess depth
+VAC_FROM_LARGE_ADDS = 0.5  # share of the drop cancelled out of large adds made while elevated
+
+
+class _Side:
+    __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start")
+
+    def __init__(self):
+        self.hist = deque()  # (ts, top-10 depth)
+        self.flow = deque()  # (ts, cancelled, executed) in the top 10 levels
+        self.elev_start = None
+        self.elev_end = None
+        self.cooldown = 0
+        self.last_event_ts = -10**18
+
+
+class VacuumingDetector:
+    def __init__(self) -> None:
+        self.sides = {"bid": _Side(), "ask": _Side()}
+
+    def reset(self) -> None:
+        for s in self.sides.values():
+            s.hist.clear()
+            s.flow.clear()
+
+    def active(self, side: str, ts: int, base: float) -> bool:
+        """The side's top-10 depth is (or just was) abnormally large."""
+        st = self.sides[side]
+        return st.elev_start is not None and (st.elev_end is None or ts - st.elev_end < VAC_WINDOW_MS) \
+            and (st.elev_end or ts) - st.elev_start >= VAC_MIN_REST_MS or ts - st.last_event_ts < VAC_COOLDOWN_MS
+
+    def on_changes(self, eng, changes, ts: int) -> list:
+        out = []
+        touched = set()
+        for ch in changes:
+            side = ch.side
+            touched.add(side)
+            if ch.level_index < 10 and (ch.cancelled > 0 or ch.executed > 0):
+                canc = 0.0 if (ch.runover or ch.scrolled) else ch.cancelled
+                self.sides[side].flow.append((ts, canc, ch.executed))
+        for side in touched:
+            st = self.sides[side]
+            d = eng.tracker.top_depth(side, 10)
+            base = eng.base.med_depth10[side]
+            hist = st.hist
+            hist.append((ts, d))
+            lim = ts - VAC_WINDOW_MS
+            while hist and hist[0][0] < lim:
+                hist.popleft()
+            while st.flow and st.flow[0][0] < lim:
+                st.flow.popleft()
+            if base <= 0:
+                continue
+            if d >= VAC_ELEVATED * base:
+                if st.elev_start is None or st.elev_end is not None:
+                    if st.elev_end is None or ts - st.elev_end > 1500:
+                        st.elev_start = ts
+                    st.elev_end = None
+            elif d < 1.05 * base and st.elev_start is not None and st.elev_end is None:
+                st.elev_end = ts
+            if st.elev_start is None or ts < st.cooldown:
+                continue
+            peak_ts, peak = max(hist, key=lambda x: x[1])
+            if peak < VAC_PEAK * base:
+                continue
+            drop = peak - d
+            if drop < VAC_DROP_OF_EXCESS * (peak - base) or drop < VAC_MIN_DROP * base:
+                continue
+            rest = (st.elev_end or ts) - st.elev_start
+            if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
+                continue
+            canc = sum(c for t, c, e in st.flow if t >= peak_ts)
+            ex = sum(e for t, c, e in st.flow if t >= peak_ts)
+            if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
+                continue
+            other = "ask" if side == "bid" else "bid"
+            oh = self.sides[other].hist
+            od = eng.tracker.top_depth(other, 10)
+            opeak = max((x[1] for x in oh if x[0] >= peak_ts - 500), default=od)
+            if opeak > 0 and opeak - od > VAC_OTHER_SIDE * opeak:
+                st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
+                continue
+            recs = [r for r in eng.records[side] if r.t_add >= st.elev_start - 1000 and not r.used]
+            scale = eng.tracker.scale
+            prices = [r.price for r in recs]
+            if len(recs) < VAC_MIN_ADDS or len(set(prices)) < 2:
+                continue  # one order pulled (or re-quoted) is not a side being vacuumed
+            if len(set(prices)) == len(prices) and len(prices) >= 2 and \
+                    min(r.dist_ticks for r in recs) >= 0.5 * scale:
+                continue  # distinct large orders all behind the touch: layering's, not ours
+            if sum(r.cancelled for r in recs) < VAC_FROM_LARGE_ADDS * drop:
+                continue  # the depth that went was not the depth that had been added in bulk
+            st.cooldown = ts + VAC_COOLDOWN_MS
+            st.last_event_ts = ts
+            for r in recs:
+                r.used = True
+            touch = eng.tracker.best(side)
+            out.append(eng.make_event(
+                "vacuuming", side, ts, touch, recs, t_collapse=peak_ts, t_collapse_end=ts,
+                build_start=st.elev_start, build_end=peak_ts,
+                extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d, 12),
+                                "depth_drop": round(drop / peak, 4) if peak else 0.0,
+                                "cancelled_qty_top10": round(canc, 12), "executed_qty_top10": round(ex, 12),
+                                "other_side_drop": round((opeak - od) / opeak, 4) if opeak else 0.0},
+                features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
+                          "removed": drop / peak if peak else 0.0}))
+        return out

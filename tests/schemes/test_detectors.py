@@ -1,0 +1,195 @@
+"""Scheme detectors on hand-built event sequences (no database)."""
+
+import pickle
+
+from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
+from schemes.detectors import DetectorEngine, SchemeEvent
+
+PAIR = PairRef("test", "AAA", "USD")
+TICK = 0.01
+T0 = 1_717_243_200_000
+
+
+def px(t):
+    return round(t * TICK, 2)
+
+
+def book(bid_top=10000, ask_top=10002, n=30, q=10.0):
+    bids = tuple((px(bid_top - i), q) for i in range(n))
+    asks = tuple((px(ask_top + i), q) for i in range(n))
+    return bids, asks
+
+
+def warm_engine(minutes=3):
+    """An engine with baselines learnt on a calm book (levels of 10, a trade a second)."""
+    eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
+    evs = []
+    for m in range(minutes):
+        t = T0 + m * 60_000
+        bids, asks = book()
+        evs.append(BookSnapshot(t, bids, asks))
+        for s in range(60):
+            ts = t + s * 1000 + 500
+            evs.append(Trade(ts, px(10002), 1.0, "buy"))
+            evs.append(BookDelta(ts, (), ((px(10002), 9.0),)))
+            evs.append(BookDelta(ts + 100, (), ((px(10002), 10.0),)))
+    out = eng.feed_many(evs)
+    assert out == []
+    return eng, T0 + minutes * 60_000
+
+
+def snapshot(t):
+    bids, asks = book()
+    return BookSnapshot(t, bids, asks)
+
+
+def run(eng, events):
+    return eng.feed_many(events)
+
+
+def layering_events(t, side="ask"):
+    """Four large asks 2..5 ticks behind the touch, resting 5 s, pulled together."""
+    evs = [snapshot(t)]
+    levels = [10004, 10005, 10006, 10007] if side == "ask" else [9998, 9997, 9996, 9995]
+    for i, tk in enumerate(levels):
+        d = BookDelta(t + 1000 + 200 * i, **{side + "s": ((px(tk), 110.0),)})
+        evs.append(d)
+    for i, tk in enumerate(levels):
+        evs.append(BookDelta(t + 7000 + 100 * i, **{side + "s": ((px(tk), 10.0),)}))
+    return evs
+
+
+def test_layering_detected_with_side_and_direction():
+    eng, t = warm_engine()
+    out = run(eng, layering_events(t, "ask"))
+    assert [e.scheme for e in out] == ["layering"]
+    e = out[0]
+    assert e.side == "ask" and e.direction == "down"
+    assert 0 < e.confidence <= 0.95 and 0 <= e.alert_score <= 100
+    assert e.build["levels"] >= 2 and e.collapse["cancel_ratio"] > 0.9
+    assert e.key == ("layering", "ask", t + 1000)
+    d = e.to_dict()
+    assert d["scheme"] == "layering" and "build" in d and "collapse" in d
+
+    eng, t = warm_engine()
+    out = run(eng, layering_events(t, "bid"))
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("layering", "bid", "up")]
+
+
+def test_flipping_aggressive_bid_spoof_pushes_up():
+    eng, t = warm_engine()
+    evs = [snapshot(t),
+           BookDelta(t + 1000, bids=((px(10000), 130.0),)),  # joins the touch: 10 -> 130
+           BookDelta(t + 4000, bids=((px(10000), 12.0),)),  # pulled
+           Trade(t + 4100, px(10000), 12.0, "sell"),  # then sells into the bid
+           Trade(t + 4100, px(9999), 10.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 0.0)))]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
+    assert out[0].collapse["flip_mode"] == "aggressive"
+    assert out[0].collapse["flip_latency_ms"] == 100
+
+
+def test_flipping_mirror_ask_spoof_pushes_down():
+    eng, t = warm_engine()
+    evs = [snapshot(t),
+           BookDelta(t + 1000, asks=((px(10003), 120.0),)),
+           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+           BookDelta(t + 3050, bids=((px(10001), 80.0),))]  # mirror: rests on the bid at the touch
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "ask", "down")]
+    assert out[0].collapse["flip_mode"] == "mirror"
+
+
+def vacuum_events(t, two_sided=False):
+    evs = [snapshot(t)]
+    sides = ("bids", "asks") if two_sided else ("bids",)
+    tks = {"bids": [10000, 9999, 9998], "asks": [10002, 10003, 10004]}
+    for i in range(3):
+        evs.append(BookDelta(t + 1000 + 300 * i, **{s: ((px(tks[s][i]), 60.0),) for s in sides}))
+    for i in range(3):
+        evs.append(BookDelta(t + 6000 + 200 * i, **{s: ((px(tks[s][i]), 10.0),) for s in sides}))
+    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0),)))  # price moves into the gap
+    return evs
+
+
+def test_vacuuming_pulled_bids_point_down():
+    eng, t = warm_engine()
+    out = run(eng, vacuum_events(t))
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("vacuuming", "bid", "down")]
+    assert out[0].collapse["depth_drop"] > 0
+
+
+def test_two_sided_pull_is_not_flagged():
+    eng, t = warm_engine()
+    assert run(eng, vacuum_events(t, two_sided=True)) == []
+
+
+def test_wall_filled_by_trades_is_not_flagged():
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),))]
+    for i in range(4):  # eaten by sells
+        ts = t + 3000 + 500 * i
+        evs.append(Trade(ts, px(10000), 30.0, "sell"))
+        evs.append(BookDelta(ts, bids=((px(10000), 130.0 - 30.0 * (i + 1)),)))
+    evs.append(Trade(t + 5500, px(9999), 10.0, "sell"))
+    assert run(eng, evs) == []
+
+
+def test_quote_refresh_is_not_flagged():
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, asks=((px(10002), 60.0),))]
+    for i in range(6):
+        ts = t + 2000 + 500 * i
+        evs.append(BookDelta(ts, asks=((px(10002), 10.0),)))
+        evs.append(BookDelta(ts + 20, asks=((px(10002), 60.0),)))
+        evs.append(Trade(ts + 30, px(10001), 5.0, "buy"))
+    assert run(eng, evs) == []
+
+
+def test_level_scrolling_out_of_view_is_not_a_cancel():
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(9971), 200.0), (px(9972), 200.0)))]
+    # the deepest levels leave the truncated view one after another
+    evs.append(BookDelta(t + 5000, bids=((px(9971), 0.0),)))
+    evs.append(BookDelta(t + 5001, bids=((px(9972), 0.0),)))
+    assert run(eng, evs) == []
+    tr = eng.tracker
+    ch = tr.on_delta(BookDelta(t + 6000, bids=((px(9973), 0.0),)))
+    assert ch[0].scrolled and ch[0].cancelled == 10.0
+
+
+def test_minute_snapshot_is_a_reset_not_cancels():
+    eng, t = warm_engine()
+    evs = [snapshot(t)]
+    for i, tk in enumerate([10004, 10005, 10006]):
+        evs.append(BookDelta(t + 50_000 + 100 * i, asks=((px(tk), 110.0),)))
+    # the next minute's snapshot no longer has them: a resync, not a pull
+    evs.append(snapshot(t + 60_000))
+    evs.append(BookDelta(t + 60_500, asks=((px(10010), 11.0),)))
+    assert run(eng, evs) == []
+
+
+def test_executed_and_cancelled_split():
+    eng, t = warm_engine(1)
+    eng.feed(Trade(t, px(10000), 4.0, "sell"))
+    ch = eng.tracker.on_delta(BookDelta(t, bids=((px(10000), 1.0),)))
+    assert ch[0].executed == 4.0 and ch[0].cancelled == 5.0
+
+
+def test_deterministic_and_restorable():
+    evs = layering_events(T0 + 180_000) + vacuum_events(T0 + 240_000)
+    a, _ = warm_engine()
+    b, _ = warm_engine()
+    out_a = [e.to_dict() for e in a.feed_many(evs)]
+    out_b = [e.to_dict() for e in b.feed_many(evs)]
+    assert out_a == out_b and out_a
+    # restart half-way from a stored state: same events, none repeated
+    c, _ = warm_engine()
+    half = len(evs) // 2
+    first = [e.to_dict() for e in c.feed_many(evs[:half])]
+    c2 = DetectorEngine.restore(c.state())
+    rest = [e.to_dict() for e in c2.feed_many(evs[half:])]
+    assert first + rest == out_a
+    assert isinstance(pickle.loads(c.state()), DetectorEngine)
+    assert all(isinstance(x, SchemeEvent) for x in b.feed_many([]))
