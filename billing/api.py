@@ -9,9 +9,8 @@ from .serializers import UsageSerializer
 
 
 def streamed_pairs(account) -> int:
-    """Pairs the account streams now (0 until the account subscribes to any)."""
-    related = getattr(account, "stream_subscriptions", None)
-    return related.count() if related is not None else 0
+    """Pairs the account subscribes to now."""
+    return account.stream_subscriptions.count()
 
 
 class UsageView(AccountAPIView):

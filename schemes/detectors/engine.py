@@ -15,7 +15,6 @@ last 30 minutes again and drop events whose `key` was already published.
 
 from __future__ import annotations
 
-import math
 import pickle
 from dataclasses import asdict, dataclass, field
 
@@ -334,8 +333,7 @@ class DetectorEngine:
         reversion = 0.0
         if abs(build_move_bps) > 1e-9:
             reversion = max(0.0, min(1.0, -collapse_move_bps / build_move_bps))
-        opp_side = "bid" if side == "ask" else "ask"  # a bid spoof sets up sells: they hit the bid
-        opp_book = side
+        opp_book = side  # a bid spoof sets up sells: they hit the bid
         opp_qty = sum(q for t, s, q in self._taker if b_start <= t <= ts and s == opp_book)
         features.setdefault("move_sigma", move_sigma)
         features.setdefault("reversion", reversion)
@@ -348,7 +346,6 @@ class DetectorEngine:
         score = alert_score(conf, removed_qty / depth20, abs(collapse_move_bps + build_move_bps) * 1e-4 / sig)
         mid_ref = mid0 or price
         dists = [r.dist_ticks for r in recs]
-        touch = tr.best(side)
         levels = sorted({r.price for r in recs})
         d10 = base.med_depth10[side] or 1.0
         build = {

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from billing import clock
-from market.bars import DAY_MS, Bar
+from market.bars import Bar
 from market.services import bars_write
 from streaming.models import IngestionState
 from streaming.status import FAILED, READY, REQUESTED, STALE, WARMING, derive_state, worst
