@@ -21,7 +21,6 @@ GOAL_WARM_MS = 0.2
 def run() -> list[dict]:
     django_env.setup()
     from django.conf import settings
-    from django.core.cache import cache
     from django.test import RequestFactory
 
     from accounts.authentication import ApiKeyAuthentication

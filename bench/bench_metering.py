@@ -70,6 +70,20 @@ def _wrk(url: str, body: dict | None, key: str, seconds: float) -> int:
     return int(re.search(r"(\d+) requests in", out).group(1))
 
 
+def seed_demo_key(env: dict, *, history_days: int = 0) -> str:
+    """Migrate the bench database, seed the demo, lift the Pro quotas out of the way and
+    return the demo key."""
+    import subprocess
+
+    full_env = {**os.environ, **env}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=full_env, check=True)
+    out = subprocess.run([sys.executable, "manage.py", "seed_demo", "--history-days", str(history_days)], cwd=ROOT,
+                         env=full_env, check=True, capture_output=True, text=True).stdout
+    subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
+                    "--monthly-bytes", str(10**15)], cwd=ROOT, env=full_env, check=True, capture_output=True)
+    return next(word for word in out.split() if word.startswith("mdp_live_"))
+
+
 def _load(url, key: str, seconds: float) -> int:
     import shutil
 
@@ -97,7 +111,6 @@ def _load(url, key: str, seconds: float) -> int:
 
 
 def run() -> list[dict]:
-    import subprocess
 
     from tests.integration.servers import daphne_processes
 
@@ -106,13 +119,7 @@ def run() -> list[dict]:
     env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
            "DJANGO_SETTINGS_MODULE": "tests.integration.settings"}
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env={**os.environ, **env}, check=True)
-        out = subprocess.run([sys.executable, "manage.py", "seed_demo"], cwd=ROOT, env={**os.environ, **env},
-                             check=True, capture_output=True, text=True).stdout
-        key = next(word for word in out.split() if word.startswith("mdp_live_"))
-        subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
-                        "--monthly-bytes", str(10**15)], cwd=ROOT, env={**os.environ, **env}, check=True,
-                       capture_output=True)
+        key = seed_demo_key(env)
         with daphne_processes(1, env=env) as (base,):
             metered, unmetered = f"{base}/api/v1/test/rows?rows=31", f"{base}/api/v1/test/rows-unmetered?rows=31"
             _load(metered, key, 1)

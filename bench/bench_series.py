@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_metering import CLIENTS, ROUNDS, SECONDS, _database, _load  # noqa: E402
+from bench_metering import CLIENTS, ROUNDS, SECONDS, _database, _load, seed_demo_key  # noqa: E402
 
 
 def run() -> list[dict]:
@@ -26,14 +25,8 @@ def run() -> list[dict]:
     database_url, drop = _database(os.environ.get("BENCH_DATABASE_URL"))
     redis_url = os.environ.get("BENCH_REDIS_URL", os.environ.get("REDIS_URL", ""))
     env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "DJANGO_SETTINGS_MODULE": "tests.integration.settings"}
-    full_env = {**os.environ, **env}
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=full_env, check=True)
-        out = subprocess.run([sys.executable, "manage.py", "seed_demo", "--history-days", "400"], cwd=ROOT,
-                             env=full_env, check=True, capture_output=True, text=True).stdout
-        key = next(word for word in out.split() if word.startswith("mdp_live_"))
-        subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
-                        "--monthly-bytes", str(10**15)], cwd=ROOT, env=full_env, check=True, capture_output=True)
+        key = seed_demo_key(env, history_days=400)
         import httpx
 
         with daphne_processes(1, env=env) as (base,):

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_metering import _database  # noqa: E402
+from bench_metering import _database, seed_demo_key  # noqa: E402
 
 DAY_MS = 86_400_000
 GOAL_RATIO = 3.0
@@ -56,12 +56,7 @@ IngestionState.objects.update_or_create(pair=pair, defaults={{"cursor_ms": end}}
 print("RANGE", pair.pk, start, end)
 """
     full_env = {**os.environ, **env}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=full_env, check=True)
-    out = subprocess.run([sys.executable, "manage.py", "seed_demo", "--history-days", "0"], cwd=ROOT, env=full_env,
-                         check=True, capture_output=True, text=True).stdout
-    key = next(word for word in out.split() if word.startswith("mdp_live_"))
-    subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
-                    "--monthly-bytes", str(10**15)], cwd=ROOT, env=full_env, check=True, capture_output=True)
+    key = seed_demo_key(env)
     ranged = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full_env, check=True, capture_output=True,
                             text=True).stdout.split()
     _, pair_id, start, end = ranged[ranged.index("RANGE"):][:4]

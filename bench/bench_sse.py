@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_metering import _database  # noqa: E402
+from bench_metering import _database, seed_demo_key  # noqa: E402
 
 COUNTS = sorted(int(n) for n in os.environ.get("BENCH_SSE_COUNTS", "1000,5000").split(",") if n.strip())
 BARS = int(os.environ.get("BENCH_SSE_BARS", 20))
@@ -364,13 +363,7 @@ def _rows(m: dict) -> list[dict]:
 def _seed(env: dict, database_url: str) -> tuple[str, int]:
     import psycopg
 
-    full_env = {**os.environ, **env}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=full_env, check=True)
-    out = subprocess.run([sys.executable, "manage.py", "seed_demo", "--history-days", "0"], cwd=ROOT, env=full_env,
-                         check=True, capture_output=True, text=True).stdout
-    key = next(word for word in out.split() if word.startswith("mdp_live_"))
-    subprocess.run([sys.executable, "manage.py", "plan", "pro", "--monthly-requests", str(10**12),
-                    "--monthly-bytes", str(10**15)], cwd=ROOT, env=full_env, check=True, capture_output=True)
+    key = seed_demo_key(env)
     with psycopg.connect(database_url) as conn:
         pair_id = conn.execute(
             "SELECT p.id FROM market_pair p JOIN market_exchange e ON e.id = p.exchange_id "
