@@ -164,3 +164,19 @@ def test_the_fast_row_maker_equals_the_bar_rows():
             values = tuple(getattr(bar, c) for c in columns)
             assert make(values) == snapshot.row(bar, metrics, 5.0)
     assert set(snapshot.stored_columns(["trade", "book", "quote"])) <= set(BAR_FIELDS)
+
+
+def test_the_numeric_toon_page_writes_what_the_general_encoder_writes():
+    import random
+
+    from config.api import toon
+    from streaming import snapshot
+
+    rng = random.Random(7)
+    values = [None, 0.0, 1.0, -5.0, 43000.0, 43000.25, 0.1, 1e15, 123456789.125, 0.0001, 2.5e-5, -0.0, 1e17, 7, -3]
+    for _ in range(200):
+        rows = [{"ts_ms": 1_700_000_000_000 + i * 1000, **{f"c{j}": rng.choice(values) for j in range(6)}}
+                for i in range(rng.randint(1, 20))]
+        pieces = snapshot.ToonPieces({"count": len(rows)}, len(rows), tuple(rows[0]))
+        streamed = (pieces.opening + pieces.page(rows)).decode()
+        assert streamed == toon.encode({"count": len(rows), "bars": rows})
