@@ -8,8 +8,8 @@ from django.conf import settings
 from django.http import HttpResponse
 
 from .errors import InternalError, PayloadTooLarge, as_api_error, envelope
-from .media import JSON, choose_format
-from .renderers import CONTENT_TYPE, RENDER
+from .media import CONTENT_TYPES, JSON, choose_format
+from .renderers import RENDER
 
 logger = logging.getLogger("config.api")
 _CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -28,7 +28,7 @@ def error_response(request, error) -> HttpResponse:
     body = envelope(code=error.code, message=error.message, details=error.details,
                     request_id=getattr(request, "request_id", ""))
     response = HttpResponse(RENDER[fmt](body), status=error.status_code,
-                            content_type=CONTENT_TYPE[fmt])
+                            content_type=CONTENT_TYPES[fmt])
     for name, value in error.headers.items():
         response[name] = value
     return response

@@ -6,7 +6,7 @@ import orjson
 from rest_framework.renderers import BaseRenderer
 
 from . import toon
-from .media import CONTENT_TYPES, JSON, TOON
+from .media import JSON, TOON
 
 
 def to_json_bytes(data) -> bytes:
@@ -37,4 +37,3 @@ class TOONRenderer(BaseRenderer):
 
 
 RENDER = {JSON: to_json_bytes, TOON: to_toon_bytes}
-CONTENT_TYPE = CONTENT_TYPES
