@@ -20,7 +20,9 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
 
-def _account_or_404(request):
+def customer_account_or_404(request):
+    """The signed-in user's customer account (staff users may have none): the web pages'
+    one way to find whose data to show."""
     account = request.user.account
     if account is None:
         raise Http404("This user has no customer account.")
@@ -32,7 +34,7 @@ def _account_or_404(request):
 @require_http_methods(["GET", "POST"])
 def api_keys(request):
     """List the live keys, create one (plaintext shown on this response only)."""
-    account = _account_or_404(request)
+    account = customer_account_or_404(request)
     form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
     created = None
     if form.is_bound and form.is_valid():
@@ -61,7 +63,7 @@ def api_keys(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_key_revoke_confirm(request, key_id: int):
-    account = _account_or_404(request)
+    account = customer_account_or_404(request)
     api_key = api_key_of_account(account=account, key_id=key_id)
     if api_key is None or not api_key.is_live:
         raise Http404("No such key.")

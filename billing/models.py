@@ -37,6 +37,11 @@ class Plan(models.Model):
         return self.name
 
     @property
+    def allows_streaming(self) -> bool:
+        """Streaming needs the API too: /streams*, /rank/top and the SSE feed."""
+        return self.has_api and self.has_streaming
+
+    @property
     def features(self) -> list[str]:
         return [f for f, on in ((self.FEATURE_API, self.has_api),
                                 (self.FEATURE_STREAMING, self.has_streaming)) if on]

@@ -36,7 +36,7 @@ class HasStreamingAccess(BasePermission):
     plan_feature = "streaming"
     def has_permission(self, request, view) -> bool:
         plan = _account(request).plan
-        if not (plan.has_api and plan.has_streaming):
+        if not plan.allows_streaming:
             raise PlanForbidden("The account's plan does not include the streaming feature; "
                                 "upgrade to Pro or Enterprise.")
         return True

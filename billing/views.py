@@ -1,7 +1,8 @@
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
+
+from accounts.views import customer_account_or_404
 
 from . import clock
 from .selectors import usage_month
@@ -41,9 +42,7 @@ def _chart(days) -> dict:
 @never_cache
 @login_required
 def usage_page(request):
-    account = request.user.account
-    if account is None:
-        raise Http404("This user has no customer account.")
+    account = customer_account_or_404(request)
     usage = usage_month(account_id=account.pk, now=clock.utcnow())
     plan = account.plan
     context = {

@@ -82,7 +82,7 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id) -> St
     account = Account.objects.select_related("plan").filter(pk=account_id).first()
     if account is None:
         raise Unauthorized("The account no longer exists.")
-    if not (account.plan.has_api and account.plan.has_streaming):
+    if not account.plan.allows_streaming:
         raise PlanForbidden("The account's plan does not include the streaming feature.")
     if pair is None or not pair.streamable:
         raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")

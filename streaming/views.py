@@ -5,6 +5,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.views import customer_account_or_404
 from billing import clock
 from billing.selectors import pair_bills_month
 
@@ -13,16 +14,10 @@ from .selectors import pair_status
 from .services import subscription_remove
 
 
-def _account(request):
-    if request.user.account is None:
-        raise Http404("This user has no customer account.")
-    return request.user.account
-
-
 @never_cache
 @login_required
 def streams_page(request):
-    account = _account(request)
+    account = customer_account_or_404(request)
     subscriptions = (StreamSubscription.objects.filter(account=account)
                      .select_related("pair__exchange", "pair__base", "pair__quote"))
     rows = [{"subscription": s, "status": pair_status(pair=s.pair, account=account)} for s in subscriptions]
@@ -37,7 +32,7 @@ def streams_page(request):
 @login_required
 @require_POST
 def unsubscribe(request, subscription_id: int):
-    account = _account(request)
+    account = customer_account_or_404(request)
     subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related("pair").first()
     if subscription is None:
         raise Http404("No such subscription.")
@@ -49,7 +44,7 @@ def unsubscribe(request, subscription_id: int):
 @never_cache
 @login_required
 def live_page(request):
-    account = _account(request)
+    account = customer_account_or_404(request)
     subscriptions = (StreamSubscription.objects.filter(account=account)
                      .select_related("pair__exchange", "pair__base", "pair__quote"))
     return render(request, "streaming/live.html", {"subscriptions": subscriptions})
@@ -61,7 +56,7 @@ def live_token(request, subscription_id: int):
     """A short-lived EventSource URL for one of the signed-in customer's subscriptions."""
     from .sse_auth import token_issue
 
-    account = _account(request)
+    account = customer_account_or_404(request)
     subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related(
         "pair__exchange", "pair__base", "pair__quote").first()
     if subscription is None:
