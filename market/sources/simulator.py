@@ -54,6 +54,13 @@ _DIRECTION = {
     ("flipping", "bid"): "up", ("flipping", "ask"): "down",
     ("vacuuming", "bid"): "down", ("vacuuming", "ask"): "up",
 }
+NEAR_MISS_SHARE = 0.25  # of random spoofing episodes: one threshold broken on purpose
+# the one parameter a near miss breaks, by scheme (see _draw_episode)
+_NEAR_MISSES = {
+    "layering": ("layers", "size_ratio", "build_ms", "collapse_ms", "cancel_fraction"),
+    "flipping": ("size_ratio", "life_ms", "cancel_fraction", "flip_latency_ms", "flip_ratio"),
+    "vacuuming": ("depth_multiplier", "rest_ms", "pull_ms", "pull_fraction"),
+}
 _MAX_SPAN_MIN = 11  # episodes end at most this many minutes after the minute they start in
 
 
@@ -824,6 +831,20 @@ class _Block:
         """Median resting size at d ticks from the reference price."""
         return max(1.0, self.level_lots * _level_shape(_grid_index(d_ticks, self.grid)))
 
+    def typical_lots(self, is_bid: bool, d_ticks: float) -> float:
+        """The typical level an observer of the book sees d ticks behind the touch: the
+        median size of the five visible levels of the side nearest that distance (what
+        the detectors' rolling median by distance bucket measures), nominal on a thin
+        book. Episode sizes are multiples of this."""
+        keys, book = (self.bk, self.bids) if is_bid else (self.ak, self.asks)
+        if len(keys) < 5:
+            return self.median_lots(self.hs + d_ticks)
+        touch = keys[-1] if is_bid else keys[0]
+        near = keys[-40:] if is_bid else keys[:40]
+        near = sorted(near, key=lambda tk: abs(abs(tk - touch) - d_ticks))[:5]
+        sizes = sorted(book[tk] for tk in near)
+        return max(1.0, float(sizes[2]))
+
     # -- clock -------------------------------------------------------------------------
     def clock(self, t: float) -> None:
         dt = (t - self.t) / 1000.0
@@ -1138,6 +1159,7 @@ class _Block:
         self.cb.clear()
         self.ca.clear()
         self.depth0 = max(1, (self.depth_b + self.depth_a) // 2)
+        self.top10_0 = {True: self.top_depth(True), False: self.top_depth(False)}
         self.max_levels = int(1.1 * (len(self.bk) + len(self.ak)) / 2) + 2
         px, qty = self.px, self.qty
         self.out.append(BookSnapshot(
@@ -1205,38 +1227,66 @@ def _fracs(rng: random.Random, n: int) -> list[float]:
     return [0.0, *[round(x, 4) for x in inner], 1.0]
 
 
-def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: SimulatorSource) -> Episode:
+def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: SimulatorSource,
+                  near_miss_share: float = NEAR_MISS_SHARE) -> Episode:
     """A random episode of `kind` starting in the minute at t0. Parameters are drawn
     wider than DETECTION.md's starting thresholds so detectors meet near misses too."""
     side = "bid" if rng.random() < 0.5 else "ask"
     p: dict = {}
-    last = 57_000  # everything ends by this offset in the minute
+    # everything ends by this offset in the minute (vacuuming earlier: the move into the
+    # gap needs a few seconds before the minute's impact tapers off)
+    last = 50_000 if kind == "vacuuming" else 57_000
+    if kind in SCHEMES:
+        # Most episodes are clear cases of DETECTION.md's definition (every parameter inside
+        # its threshold, with room); NEAR_MISS_SHARE of them break exactly one threshold on
+        # purpose (parameters["near_miss"] names it) so detectors meet near misses too.
+        miss = rng.choice(_NEAR_MISSES[kind]) if rng.random() < near_miss_share else None
+        p["near_miss"] = miss
     if kind == "layering":
-        n = rng.randint(2, 6)
+        n = 2 if miss == "layers" else rng.randint(3, 6)
         sc = prof.tick_scale
-        p.update(layers=n, distances_ticks=sorted({max(1, round(d * sc)) for d in rng.sample(range(1, 31), n)}),
-                 size_ratios=[round(_lu(rng, 2.5, 25.0), 3) for _ in range(n)],
-                 build_ms=int(_lu(rng, 300, 5000)), hold_ms=int(_lu(rng, 2000, 30000)),
-                 collapse_ms=int(_lu(rng, 150, 2500)), cancel_fraction=round(rng.uniform(0.55, 1.0), 3),
+        ratios = [round(_lu(rng, 6.0, 25.0), 3) for _ in range(n)]
+        if miss == "size_ratio":
+            ratios = [round(_lu(rng, 2.0, 4.0), 3) for _ in range(n)]
+        p.update(layers=n, distances_ticks=sorted({max(1, round(d * sc)) for d in rng.sample(range(1, 24), n)}),
+                 size_ratios=ratios,
+                 build_ms=int(_lu(rng, 4500, 9000) if miss == "build_ms" else _lu(rng, 300, 2500)),
+                 hold_ms=int(_lu(rng, 2000, 30000)),
+                 collapse_ms=int(_lu(rng, 4000, 9000) if miss == "collapse_ms" else _lu(rng, 100, 800)),
+                 cancel_fraction=round(rng.uniform(0.35, 0.55) if miss == "cancel_fraction" else rng.uniform(0.8, 1.0), 3),
                  opposite_trade=rng.random() < 0.6, opposite_ratio=round(_lu(rng, 0.3, 3.0), 3),
                  opposite_lead_ms=int(_lu(rng, 50, 1500)), add_fracs=_fracs(rng, n), cancel_fracs=_fracs(rng, n))
+        p["layers"] = len(p["distances_ticks"])  # distances collapse on coarse grids
+        del p["size_ratios"][p["layers"]:]
+        del p["add_fracs"][p["layers"]:]
+        del p["cancel_fracs"][p["layers"]:]
         span = [p["build_ms"], p["hold_ms"], p["collapse_ms"]]
     elif kind == "flipping":
-        p.update(distance_ticks=round(rng.randint(0, 4) * prof.tick_scale), size_ratio=round(_lu(rng, 2.5, 25.0), 3),
-                 life_ms=int(_lu(rng, 300, 15000)), cancel_fraction=round(rng.uniform(0.6, 1.0), 3),
-                 flip_latency_ms=int(_lu(rng, 20, 2500)), flip_mode="aggressive" if rng.random() < 0.5 else "mirror",
-                 flip_ratio=round(_lu(rng, 0.15, 1.3), 3), mirror_rest_ms=int(_lu(rng, 1000, 15000)))
+        mode = "aggressive" if rng.random() < 0.5 else "mirror"
+        if miss == "flip_ratio":
+            flip_ratio = _lu(rng, 0.03, 0.1) if mode == "aggressive" else _lu(rng, 0.1, 0.35)
+        else:
+            flip_ratio = _lu(rng, 0.35, 1.3) if mode == "aggressive" else _lu(rng, 0.65, 1.3)
+        p.update(distance_ticks=round(rng.randint(0, 2) * prof.tick_scale),
+                 size_ratio=round(_lu(rng, 2.0, 4.0) if miss == "size_ratio" else _lu(rng, 6.0, 25.0), 3),
+                 life_ms=int(_lu(rng, 20000, 40000) if miss == "life_ms" else _lu(rng, 300, 9000)),
+                 cancel_fraction=round(rng.uniform(0.4, 0.65) if miss == "cancel_fraction" else rng.uniform(0.85, 1.0), 3),
+                 flip_latency_ms=int(_lu(rng, 2500, 6000) if miss == "flip_latency_ms" else _lu(rng, 20, 700)),
+                 flip_mode=mode, flip_ratio=round(flip_ratio, 3), mirror_rest_ms=int(_lu(rng, 1000, 15000)))
         span = [0, p["life_ms"], p["flip_latency_ms"]]
     elif kind in ("vacuuming", "two_sided_pull", "sweep"):
         levels = rng.randint(3, 10)
-        p.update(levels=levels, depth_multiplier=round(_lu(rng, 1.2 if kind == "vacuuming" else 1.5, 4.0), 3),
-                 build_ms=int(_lu(rng, 200, 8000)), rest_ms=int(_lu(rng, 800 if kind == "vacuuming" else 2000, 25000)),
+        miss = p.get("near_miss")
+        p.update(levels=levels, depth_multiplier=round(_lu(rng, 1.15, 1.35) if miss == "depth_multiplier" else _lu(rng, 2.0, 4.0), 3),
+                 build_ms=int(_lu(rng, 200, 8000)),
+                 rest_ms=int(_lu(rng, 300, 1200) if miss == "rest_ms" else _lu(rng, 2500, 25000)),
                  chunks=rng.randint(levels, 2 * levels))
         p["chunk_fracs"] = _fracs(rng, p["chunks"])
         p["chunk_levels"] = [rng.randrange(levels) for _ in range(p["chunks"])]
         if kind == "vacuuming":
-            p.update(pull_ms=int(_lu(rng, 100, 2500)), pull_fraction=round(rng.uniform(0.35, 1.0), 3),
-                     kick_sigma=round(_lu(rng, 0.2, 4.0), 3))
+            p.update(pull_ms=int(_lu(rng, 3000, 6000) if miss == "pull_ms" else _lu(rng, 100, 800)),
+                     pull_fraction=round(rng.uniform(0.2, 0.4) if miss == "pull_fraction" else rng.uniform(0.75, 1.0), 3),
+                     kick_sigma=round(_lu(rng, 0.8, 4.0), 3))
             span = [p["build_ms"], p["rest_ms"], p["pull_ms"]]
         elif kind == "two_sided_pull":
             side = "both"
@@ -1306,7 +1356,7 @@ def _patient_resolve(p: dict, side: str, start: int, prof: _Profile, src: Simula
 def _with_defaults(ep: Episode, prof: _Profile, src: SimulatorSource) -> Episode:
     """An explicit episode with the parameters it does not give drawn deterministically."""
     rng = random.Random(stable_hash("explicit", src.seed, prof.key, ep.start_ms, ep.kind))
-    drawn = _draw_episode(ep.kind, rng, prof, ep.start_ms - ep.start_ms % MINUTE_MS, src)
+    drawn = _draw_episode(ep.kind, rng, prof, ep.start_ms - ep.start_ms % MINUTE_MS, src, near_miss_share=0.0)
     params = {**drawn.parameters, **ep.parameters}
     side = ep.side
     if ep.kind == "patient_far" and ("tick" not in ep.parameters or "lots" not in ep.parameters):
@@ -1346,7 +1396,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
             def add(d=d, ratio=ratio):
                 touch = blk.best(is_bid)
-                orders.append(blk.place(is_bid, touch + sign_in * d, ratio * blk.median_lots(blk.hs + d)))
+                orders.append(blk.place(is_bid, touch + sign_in * d, ratio * blk.typical_lots(is_bid, d)))
 
             at(start + p["add_fracs"][i] * build, add)
         if p.get("opposite_trade"):
@@ -1365,7 +1415,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         def add():
             touch = blk.best(is_bid)
             box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"],
-                                 p["size_ratio"] * blk.median_lots(blk.hs + p["distance_ticks"])))
+                                 p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"])))
 
         def cancel():
             if box:
@@ -1399,12 +1449,14 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         def chunk(i):
             for s in sides:
                 if s not in state:
-                    state[s] = blk.top_depth(s) * (p["depth_multiplier"] - 1.0) / p["chunks"]
-                # chunk_levels[i] steps of tick_scale ticks behind the touch: the top levels
-                # of a dense book (on fast, fine-tick pairs a wider band)
-                d = round(p["chunk_levels"][i] * blk.prof.tick_scale)
-                touch = blk.best(s)
-                placed[s].append(blk.place(s, touch - d if s else touch + d, state[s] + 1))
+                    # the multiplier is of the side's usual top-10 depth (the fresh book's),
+                    # not of a book that happens to be thin right now
+                    state[s] = max(blk.top_depth(s), blk.top10_0[s]) * (p["depth_multiplier"] - 1.0) / p["chunks"]
+                # on the chunk_levels[i]-th visible level of the side: inside its top 10
+                keys = blk.bk if s else blk.ak
+                k = min(p["chunk_levels"][i], len(keys) - 1)
+                tk = (keys[-1 - k] if s else keys[k]) if keys else blk.best(s)
+                placed[s].append(blk.place(s, tk, state[s] + 1))
 
         for i in range(p["chunks"]):
             at(start + p["chunk_fracs"][i] * build, lambda i=i: chunk(i))
@@ -1429,7 +1481,9 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                 at(collapse + p["pull_fracs"][i] * (end - collapse), pull)
             if kind == "vacuuming":
                 def kick():
-                    blk.impact += (-1 if is_bid else 1) * p["kick_sigma"] * blk.sig_s * math.sqrt(5.0)
+                    # at least a few ticks, so that the move shows on coarse-tick pairs too
+                    size = max(p["kick_sigma"] * blk.sig_s * math.sqrt(5.0), 3.0 / blk.r)
+                    blk.impact += (-1 if is_bid else 1) * size
 
                 at(end, kick)
 
@@ -1439,7 +1493,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         def add():
             touch = blk.best(is_bid)
             box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"],
-                                 p["size_ratio"] * blk.median_lots(blk.hs + p["distance_ticks"])))
+                                 p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"])))
 
         at(start, add)
         n = p["fill_chunks"]
@@ -1461,7 +1515,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         box = []
 
         def first():
-            box.append(blk.place(is_bid, blk.best(is_bid), p["size_ratio"] * blk.median_lots(blk.hs)))
+            box.append(blk.place(is_bid, blk.best(is_bid), p["size_ratio"] * blk.typical_lots(is_bid, 0)))
 
         at(start, first)
         n = p["refreshes"]
@@ -1476,7 +1530,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                 touch = blk.best(is_bid)
                 shift = p["shifts"][i]  # +1: one tick more aggressive, -1: one tick back
                 tk = touch - sign_in * shift
-                size = p["size_ratio"] * blk.median_lots(blk.hs) * (0.8 + 0.04 * ((i * 7919) % 11))
+                size = p["size_ratio"] * blk.typical_lots(is_bid, 0) * (0.8 + 0.04 * ((i * 7919) % 11))
                 box.append(blk.place(is_bid, tk, size))
 
             at(t_refresh, withdraw)
@@ -1486,7 +1540,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         box = []
 
         def show():
-            box.append(blk.place(is_bid, blk.best(is_bid), p["display_ratio"] * blk.median_lots(blk.hs)))
+            box.append(blk.place(is_bid, blk.best(is_bid), p["display_ratio"] * blk.typical_lots(is_bid, 0)))
 
         at(start, show)
         n = p["refills"]

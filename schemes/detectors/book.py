@@ -180,9 +180,9 @@ class BookTracker:
             if self.fixed_scale is None and self.base.sigma_ret > 0 and self.tick:
                 m = self.mid()
                 if m:
-                    # the price moves ~0.3 sigma_1s a second; a quarter of that in ticks is
-                    # the distance unit on fast, fine-tick pairs (>= 1 tick)
-                    self.scale = max(1.0, 0.075 * self.base.sigma_ret * m / self.tick)
+                    # half of sigma_1s in ticks is the distance unit on fast, fine-tick
+                    # pairs (>= 1 tick): one 'tick' of the thresholds
+                    self.scale = max(1.0, 0.15 * self.base.sigma_ret * m / self.tick)
             self.sec = s
             self.sec_taker = 0.0
 

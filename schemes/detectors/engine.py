@@ -27,8 +27,8 @@ from .vacuuming import VacuumingDetector
 
 # A large add: qty >= max(LARGE_LEVEL_MULT x median level size at that distance bucket,
 #                         LARGE_DEPTH_SHARE x median top-20 depth of the side)
-LARGE_LEVEL_MULT = 2.0
-LARGE_DEPTH_SHARE = 0.03
+LARGE_LEVEL_MULT = 3.0
+LARGE_DEPTH_SHARE = 0.06
 BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of a large order's remainder is its own
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
 RECORD_TTL_MS = 45_000
@@ -176,6 +176,7 @@ class DetectorEngine:
         self._by_price.clear()
         self.flipping.reset()
         self.vacuuming.reset()
+        self.layering.reset()
 
     def _note_mid(self, ts: int) -> None:
         m = self.tracker.mid()
@@ -226,9 +227,10 @@ class DetectorEngine:
     def _on_trade(self, trade) -> list:
         side = self.tracker.on_trade(trade)
         self._taker.append((trade.ts_ms, side, trade.qty))
+        out = self.layering.poll(self, trade.ts_ms) if self.layering.pending else []
         if self.flipping.watches:
-            return self.flipping.on_trade(self, trade, side, trade.ts_ms)
-        return []
+            out.extend(self.flipping.on_trade(self, trade, side, trade.ts_ms))
+        return out
 
     def _on_delta(self, delta) -> list:
         ts = delta.ts_ms
@@ -238,7 +240,7 @@ class DetectorEngine:
             self._prune(ts)
         self._note_mid(ts)
         if not changes:
-            return []
+            return self.layering.poll(self, ts) if self.layering.pending else []
         pulled = []
         base = self.base
         scale = tr.scale
@@ -291,14 +293,13 @@ class DetectorEngine:
             if ch.new <= 0:
                 del by_price[(ch.side, ch.price)]
         out = []
+        if self.layering.pending:
+            out.extend(self.layering.poll(self, ts))
         out.extend(self.vacuuming.on_changes(self, changes, ts))
         for r in pulled:
             if r.used:
                 continue
-            res = self.layering.on_pulled(self, r, ts)
-            if res:
-                out.extend(res)
-                continue
+            out.extend(self.layering.on_pulled(self, r, ts))
             self.flipping.on_pulled(self, r, ts)
         if self.flipping.watches:
             out.extend(self.flipping.on_changes(self, changes, ts))

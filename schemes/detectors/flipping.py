@@ -5,14 +5,19 @@ about the same size trades aggressively against that side or rests on the other 
 from __future__ import annotations
 
 # thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
-FLIP_MAX_DIST_SCALED = 4.6  # the large add stood 0..4 scaled ticks behind the touch
-FLIP_MAX_LIFE_MS = 16_000  # add -> pull
-FLIP_WINDOW_MS = 2_600  # pull -> flip
-FLIP_MIN_FRACTION = 0.12  # flip quantity >= this share of the pulled order ...
-FLIP_MIN_TAKER_SECONDS = 3.0  # ... and (aggressive) >= this many typical taker seconds
-FLIP_MAX_EXECUTED = 0.3  # share of the order executed before the pull
+FLIP_MIN_SIZE_RATIO = 4.0  # x the typical level at that distance ...
+FLIP_MIN_DEPTH_SHARE = 0.1  # ... and this share of the side's top-20 depth
+FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
+FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
+FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
+FLIP_WINDOW_MS = 1_000  # pull -> flip
+FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
+FLIP_MIN_TAKER_SECONDS = 3.0  # ... and >= this many typical taker seconds
+FLIP_MIN_MIRROR = 0.5  # a mirror add >= this share of the pulled order
+FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
-MIRROR_MAX_DIST_SCALED = 2.1
+MIRROR_MAX_DIST_SCALED = 1.5
+FLIP_MAX_PULL_DIST_SCALED = 10.0  # the spoof may push price away from itself, but not this far
 
 
 class _Watch:
@@ -39,7 +44,13 @@ class FlippingDetector:
     def on_pulled(self, eng, rec, ts: int) -> None:
         if rec.dist_scaled > FLIP_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return
+        if rec.size_ratio < FLIP_MIN_SIZE_RATIO or rec.depth_share < FLIP_MIN_DEPTH_SHARE:
+            return
+        if (rec.pull_dist_ticks or 0.0) / eng.tracker.scale > FLIP_MAX_PULL_DIST_SCALED:
+            return  # price had long left the order behind: a stale quote withdrawn
         if ts - rec.t_add > FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
+            return
+        if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty:
             return
         for r in eng.records[rec.side]:
             if r is not rec and abs(r.t_add - rec.t_add) <= 3000 and r.qty >= 0.5 * rec.qty:
@@ -77,8 +88,7 @@ class FlippingDetector:
                             and ch.dist_ticks <= FLIP_MAX_DIST_SCALED * scale):
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
-                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and \
-                        ch.added >= max(FLIP_MIN_FRACTION * rec.qty, eng.large_threshold(ch.side, ch.dist_ticks)):
+                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and ch.added >= FLIP_MIN_MIRROR * rec.qty:
                     w.done = True
                     out.append(self._event(eng, w, ts, "mirror", ch.added, ts))
         return out

@@ -1,59 +1,93 @@
 """Layering: several large orders placed on one side behind the touch within a few
 seconds, then cancelled (mostly unexecuted) together. Plain Python; driven by
-`DetectorEngine`."""
+`DetectorEngine`.
+
+A pulled large order opens (or joins) the side's pending collapse; the collapse is judged
+once no layer was pulled for LAYER_QUIET_MS, so every layer of it is counted before the
+event is emitted (about LAYER_QUIET_MS after the last cancel)."""
 
 from __future__ import annotations
 
-LAYER_MIN_LEVELS = 2  # distinct prices with a large add that was pulled
-LAYER_MIN_DIST_SCALED = 0.5  # layers stand >= 1 scaled tick behind the touch ...
-LAYER_MAX_DIST_SCALED = 40.0  # ... and not further than this
-LAYER_BUILD_MS = 6_000  # the layers were added within this span
-LAYER_PULL_MS = 3_000  # and pulled within this span
-LAYER_MAX_HOLD_MS = 40_000
-LAYER_MAX_EXECUTED = 0.3
+LAYER_MIN_LEVELS = 3  # distinct prices with a large add that was pulled
+LAYER_MIN_BEHIND = 2  # of them standing LAYER_MIN_DIST..LAYER_MAX_DIST scaled ticks behind the touch
+LAYER_MIN_DIST_SCALED = 0.5  # >= 1 scaled tick behind the touch (less rounding) ...
+LAYER_MAX_DIST_SCALED = 26.0  # ... and <= 25
+LAYER_BUILD_MS = 3_500  # the layers were added within 3 s (plus the time one update takes)
+LAYER_PULL_MS = 1_500  # and pulled within one cluster of about a second
+LAYER_QUIET_MS = 600  # no further pull for this long: the collapse is over
+LAYER_MAX_HOLD_MS = 60_000  # add -> pull
+LAYER_MIN_REMOVED = 0.7  # cancelled share of the layers' quantity
+LAYER_MAX_EXECUTED = 0.1  # executed share of the layers' quantity
+
+
+class _Collapse:
+    __slots__ = ("recs", "first_pull", "last_pull")
+
+    def __init__(self, rec, ts):
+        self.recs = [rec]
+        self.first_pull = self.last_pull = ts
 
 
 class LayeringDetector:
+    def __init__(self) -> None:
+        self.pending: dict[str, _Collapse] = {}
+
     def reset(self) -> None:
-        pass
+        self.pending.clear()
 
     def on_pulled(self, eng, rec, ts: int) -> list:
-        if rec.used or not (LAYER_MIN_DIST_SCALED <= rec.dist_scaled <= LAYER_MAX_DIST_SCALED):
+        """A large order was (mostly) cancelled: remember it; returns events of a collapse
+        this pull closes on the same side."""
+        if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return []
-        if rec.executed > LAYER_MAX_EXECUTED * rec.qty or ts - rec.t_add > LAYER_MAX_HOLD_MS:
+        if ts - rec.t_add > LAYER_MAX_HOLD_MS:
             return []
-        cluster = []
-        prices = set()
-        same_price_adds = 0
-        for r in eng.records[rec.side]:
-            if r.used or abs(r.t_add - rec.t_add) > LAYER_BUILD_MS:
-                continue
-            if r.price in prices:
-                same_price_adds += 1
-            if r.t_pulled is None or ts - r.t_pulled > LAYER_PULL_MS:
-                continue
-            if not (LAYER_MIN_DIST_SCALED <= r.dist_scaled <= LAYER_MAX_DIST_SCALED):
-                continue
-            if r.executed > LAYER_MAX_EXECUTED * r.qty:
-                continue
-            if r.price in prices:
-                continue
-            prices.add(r.price)
-            cluster.append(r)
-        if len(cluster) < LAYER_MIN_LEVELS:
+        out = []
+        col = self.pending.get(rec.side)
+        if col is not None and ts - col.first_pull > LAYER_PULL_MS:
+            out = self._judge(eng, self.pending.pop(rec.side), ts)
+            col = None
+        if col is None:
+            self.pending[rec.side] = _Collapse(rec, ts)
+        else:
+            col.recs.append(rec)
+            col.last_pull = ts
+        return out
+
+    def poll(self, eng, ts: int) -> list:
+        out = []
+        for side in [s for s, c in self.pending.items() if ts - c.last_pull > LAYER_QUIET_MS]:
+            out.extend(self._judge(eng, self.pending.pop(side), ts))
+        return out
+
+    def _judge(self, eng, col: _Collapse, ts: int) -> list:
+        recs = [r for r in col.recs if not r.used]
+        by_price = {}
+        for r in recs:
+            if r.price not in by_price or r.qty > by_price[r.price].qty:
+                by_price[r.price] = r
+        layers = list(by_price.values())
+        if len(layers) < LAYER_MIN_LEVELS:
             return []
-        other = "ask" if rec.side == "bid" else "bid"
-        if sum(1 for r in eng.records[other] if r.t_pulled is not None and ts - r.t_pulled <= LAYER_PULL_MS) >= 2:
+        behind = [r for r in layers if LAYER_MIN_DIST_SCALED <= r.dist_scaled <= LAYER_MAX_DIST_SCALED]
+        if len(behind) < LAYER_MIN_BEHIND:
+            return []
+        if max(r.t_add for r in layers) - min(r.t_add for r in layers) > LAYER_BUILD_MS:
+            return []
+        qty = sum(r.qty for r in recs)
+        canc = sum(r.cancelled for r in recs)
+        ex = sum(r.executed for r in recs)
+        if canc < LAYER_MIN_REMOVED * qty or ex > LAYER_MAX_EXECUTED * qty:
+            return []
+        other = "ask" if recs[0].side == "bid" else "bid"
+        if sum(1 for r in eng.records[other] if r.t_pulled is not None and abs(r.t_pulled - col.first_pull) <= LAYER_PULL_MS) >= 2:
             return []  # both sides pulled together: a two-sided withdrawal
-        for r in eng.records[rec.side]:
-            if abs(r.t_add - rec.t_add) <= LAYER_BUILD_MS:
-                r.used = True  # the rest of the layers belong to this event
-        qty = sum(r.qty for r in cluster)
-        canc = sum(r.cancelled for r in cluster)
-        size_ratio = sum(r.size_ratio * r.qty for r in cluster) / qty if qty else 0.0
-        best = min(cluster, key=lambda r: r.dist_ticks)
+        for r in recs:
+            r.used = True
+        size_ratio = sum(r.size_ratio * r.qty for r in layers) / sum(r.qty for r in layers)
+        best = min(layers, key=lambda r: r.dist_ticks)
         return [eng.make_event(
-            "layering", rec.side, ts, best.price, cluster,
-            t_collapse=min(r.t_pulled for r in cluster), t_collapse_end=ts,
+            "layering", best.side, ts, best.price, recs,
+            t_collapse=col.first_pull, t_collapse_end=col.last_pull,
             features={"size_ratio": size_ratio, "cancel_ratio": canc / qty if qty else 0.0,
-                      "levels": len(cluster)})]
+                      "levels": len(layers)})]

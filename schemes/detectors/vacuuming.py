@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from collections import deque
 
-VAC_ELEVATED = 1.15  # top-10 depth >= this x its 30-minute median counts as elevated
-VAC_PEAK = 1.2  # the peak before the pull >= this x baseline
-VAC_MIN_REST_MS = 600  # elevated at least this long before the pull
+VAC_ELEVATED = 1.3  # top-10 depth >= this x its 30-minute median counts as elevated
+VAC_PEAK = 1.4  # the peak before the pull >= this x baseline (1.5 less measuring noise)
+VAC_MIN_REST_MS = 1_500  # elevated at least this long before the pull (2 s less the build's ramp)
 VAC_MAX_REST_MS = 45_000  # longer-lived walls are patient orders, not vacuuming
-VAC_WINDOW_MS = 3_000  # the pull happens within this window
+VAC_WINDOW_MS = 1_200  # the pull happens within about a second
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
-VAC_MIN_DROP = 0.12  # ... and by >= this share of the baseline
+VAC_MIN_DROP = 0.25  # ... and by >= this share of the baseline
+VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
+VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
 VAC_CANCEL_SHARE = 0.6  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
 VAC_OTHER_SIDE = 0.2  # the other side may not fall by this share of its depth (two-sided pull)
 VAC_COOLDOWN_MS = 5_000
-VAC_MIN_ADDS = 3  # large adds (chunks) that built the excess depth
-VAC_FROM_LARGE_ADDS = 0.5  # share of the drop cancelled out of large adds made while elevated
+VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
+VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
 
 
 class _Side:
@@ -27,21 +29,49 @@ class _Side:
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
-        self.flow = deque()  # (ts, cancelled, executed) in the top 10 levels
+        self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
         self.elev_start = None
         self.elev_end = None
         self.cooldown = 0
         self.last_event_ts = -10**18
 
 
+class _Pending:
+    """A pull that met every test but the last: price has to move into the gap."""
+
+    __slots__ = ("side", "deadline", "mid0", "args")
+
+    def __init__(self, side, deadline, mid0, args):
+        self.side, self.deadline, self.mid0, self.args = side, deadline, mid0, args
+
+
 class VacuumingDetector:
     def __init__(self) -> None:
         self.sides = {"bid": _Side(), "ask": _Side()}
+        self.pending: list[_Pending] = []
 
     def reset(self) -> None:
         for s in self.sides.values():
             s.hist.clear()
             s.flow.clear()
+        self.pending.clear()
+
+    def _confirm(self, eng, ts: int) -> list:
+        """Emit the pending pulls whose gap price moved into; drop those out of time."""
+        out, keep = [], []
+        mid = eng.tracker.mid()
+        tick = eng.tracker.tick or 0.0
+        for p in self.pending:
+            if mid is not None and p.mid0:
+                need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * p.mid0)
+                moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
+                if moved >= need - 1e-12:
+                    out.append(eng.make_event(ts=ts, **p.args))
+                    continue
+            if ts <= p.deadline:
+                keep.append(p)
+        self.pending = keep
+        return out
 
     def active(self, side: str, ts: int, base: float) -> bool:
         """The side's top-10 depth is (or just was) abnormally large."""
@@ -57,7 +87,7 @@ class VacuumingDetector:
             touched.add(side)
             if ch.level_index < 10 and (ch.cancelled > 0 or ch.executed > 0):
                 canc = 0.0 if (ch.runover or ch.scrolled) else ch.cancelled
-                self.sides[side].flow.append((ts, canc, ch.executed))
+                self.sides[side].flow.append((ts, canc, ch.executed, ch.price))
         for side in touched:
             st = self.sides[side]
             d = eng.tracker.top_depth(side, 10)
@@ -89,10 +119,17 @@ class VacuumingDetector:
             rest = (st.elev_end or ts) - st.elev_start
             if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
                 continue
-            canc = sum(c for t, c, e in st.flow if t >= peak_ts)
-            ex = sum(e for t, c, e in st.flow if t >= peak_ts)
+            canc = ex = 0.0
+            by_level: dict = {}
+            for t, c, e, px in st.flow:
+                if t >= peak_ts:
+                    canc += c
+                    ex += e
+                    by_level[px] = by_level.get(px, 0.0) + c
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
+            if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc:
+                continue  # one order pulled (a flip, a refresh), not a side's depth
             other = "ask" if side == "bid" else "bid"
             oh = self.sides[other].hist
             od = eng.tracker.top_depth(other, 10)
@@ -103,25 +140,23 @@ class VacuumingDetector:
             recs = [r for r in eng.records[side] if r.t_add >= st.elev_start - 1000 and not r.used]
             scale = eng.tracker.scale
             prices = [r.price for r in recs]
-            if len(recs) < VAC_MIN_ADDS or len(set(prices)) < 2:
-                continue  # one order pulled (or re-quoted) is not a side being vacuumed
-            if len(set(prices)) == len(prices) and len(prices) >= 2 and \
+            if len(prices) >= 3 and len(set(prices)) == len(prices) and \
                     min(r.dist_ticks for r in recs) >= 0.5 * scale:
-                continue  # distinct large orders all behind the touch: layering's, not ours
-            if sum(r.cancelled for r in recs) < VAC_FROM_LARGE_ADDS * drop:
-                continue  # the depth that went was not the depth that had been added in bulk
+                continue  # a few distinct large orders behind the touch: layering's, not ours
             st.cooldown = ts + VAC_COOLDOWN_MS
             st.last_event_ts = ts
             for r in recs:
                 r.used = True
             touch = eng.tracker.best(side)
-            out.append(eng.make_event(
-                "vacuuming", side, ts, touch, recs, t_collapse=peak_ts, t_collapse_end=ts,
+            self.pending.append(_Pending(side, ts + VAC_MOVE_MS, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
+                scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts,
                 extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d, 12),
                                 "depth_drop": round(drop / peak, 4) if peak else 0.0,
                                 "cancelled_qty_top10": round(canc, 12), "executed_qty_top10": round(ex, 12),
                                 "other_side_drop": round((opeak - od) / opeak, 4) if opeak else 0.0},
                 features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
-                          "removed": drop / peak if peak else 0.0}))
+                          "removed": drop / peak if peak else 0.0})))
+        if self.pending:
+            out.extend(self._confirm(eng, ts))
         return out

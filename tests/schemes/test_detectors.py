@@ -56,6 +56,7 @@ def layering_events(t, side="ask"):
         evs.append(d)
     for i, tk in enumerate(levels):
         evs.append(BookDelta(t + 7000 + 100 * i, **{side + "s": ((px(tk), 10.0),)}))
+    evs.append(Trade(t + 8500, px(10002), 1.0, "buy"))  # the market goes on: the collapse is over
     return evs
 
 
@@ -83,7 +84,8 @@ def test_flipping_aggressive_bid_spoof_pushes_up():
            BookDelta(t + 4000, bids=((px(10000), 12.0),)),  # pulled
            Trade(t + 4100, px(10000), 12.0, "sell"),  # then sells into the bid
            Trade(t + 4100, px(9999), 10.0, "sell"),
-           BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 0.0)))]
+           Trade(t + 4100, px(9998), 10.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 0.0), (px(9998), 0.0)))]
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
     assert out[0].collapse["flip_mode"] == "aggressive"
@@ -109,7 +111,7 @@ def vacuum_events(t, two_sided=False):
         evs.append(BookDelta(t + 1000 + 300 * i, **{s: ((px(tks[s][i]), 60.0),) for s in sides}))
     for i in range(3):
         evs.append(BookDelta(t + 6000 + 200 * i, **{s: ((px(tks[s][i]), 10.0),) for s in sides}))
-    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0),)))  # price moves into the gap
+    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))  # price moves into the gap
     return evs
 
 
