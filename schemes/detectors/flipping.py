@@ -6,11 +6,11 @@ from __future__ import annotations
 
 # thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
 FLIP_MIN_SIZE_RATIO = 4.0  # x the typical level at that distance ...
-FLIP_MIN_DEPTH_SHARE = 0.1  # ... and this share of the side's top-20 depth
+FLIP_MIN_DEPTH_SHARE = 0.12  # ... and this share of the side's top-20 depth (15 % less noise)
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
-FLIP_WINDOW_MS = 1_000  # pull -> flip
+FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
 FLIP_MIN_TAKER_SECONDS = 3.0  # ... and >= this many typical taker seconds
 FLIP_MIN_MIRROR = 0.5  # a mirror add >= this share of the pulled order
@@ -88,7 +88,8 @@ class FlippingDetector:
                             and ch.dist_ticks <= FLIP_MAX_DIST_SCALED * scale):
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
-                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and ch.added >= FLIP_MIN_MIRROR * rec.qty:
+                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and ch.added >= FLIP_MIN_MIRROR * rec.qty \
+                        and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks):
                     w.done = True
                     out.append(self._event(eng, w, ts, "mirror", ch.added, ts))
         return out
