@@ -24,10 +24,12 @@ def main(argv=None) -> int:
     ap.add_argument("--hours", type=float, default=1.0)
     ap.add_argument("--pairs", default="binance/BTC/USDT,binance/XRP/USDT")
     ap.add_argument("--episodes-per-hour", type=float, default=12.0)
+    ap.add_argument("--processes", type=int, default=2, help="worker processes (one (seed, pair) each)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "DETECTION_EVALUATION.md"))
     args = ap.parse_args(argv)
     pairs = [p for p in args.pairs.split(",") if p]
-    res = evaluate(args.seeds, pairs, args.hours, True, episodes_per_hour=args.episodes_per_hour)
+    res = evaluate(args.seeds, pairs, args.hours, True, episodes_per_hour=args.episodes_per_hour,
+                   processes=args.processes)
     table = markdown_table(res)
     cmd = (f"python bench/evaluate_detectors.py --seeds {' '.join(map(str, args.seeds))} --hours {args.hours:g} "
            f"--pairs {args.pairs}")

@@ -1,7 +1,9 @@
 """Running the detectors inside ingestion: one engine per pair, fed the same events as
-the bar builder, rebuilt after a restart by replaying the recent past (the baselines
-need SCHEMES_WARMUP_MINUTES of history); what the replay re-detects is already stored
-and is skipped by the unique key, so a restart neither loses nor repeats an event."""
+the bar builder. Its state is checkpointed in the ingestion step's transaction; a
+restarted worker restores the checkpoint and replays the events from there to the
+cursor, so it finds exactly what was found before (stored once by the unique key) and
+a restart neither loses nor repeats an event. Without a checkpoint (a new pair, or one
+older than SCHEMES_WARMUP_MINUTES) the engine is warmed up on the recent past instead."""
 
 from __future__ import annotations
 
@@ -11,22 +13,47 @@ from market.bars import floor_ms
 
 
 class PairDetection:
-    def __init__(self, ref, source):
+    def __init__(self, ref, source, engine=None):
         from .detectors.engine import DetectorEngine
 
-        tick = source.tick_size(ref) if hasattr(source, "tick_size") else None
-        self.engine = DetectorEngine(ref, tick_size=tick)
+        if engine is None:
+            tick = source.tick_size(ref) if hasattr(source, "tick_size") else None
+            engine = DetectorEngine(ref, tick_size=tick)
+        self.engine = engine
         self.ref = ref
+        self.checkpoint_ms: int | None = None
 
     @classmethod
-    def warmed_up(cls, ref, source, cursor_ms: int) -> tuple[PairDetection, list[dict]]:
-        """A fresh engine brought to the cursor, with what it detected on the way."""
+    def warmed_up(cls, ref, source, cursor_ms: int, checkpoint=None) -> tuple[PairDetection, list[dict], bool]:
+        """An engine brought to the cursor, what it detected on the way, and whether that
+        was a replay of live detection (from a checkpoint: keep what it found) or a cold
+        warm-up (baselines start empty: what it finds is not what was found live)."""
+        from .detectors.engine import DetectorEngine
+
+        oldest = cursor_ms - settings.SCHEMES_WARMUP_MINUTES * 60_000
+        if checkpoint is not None and oldest <= checkpoint.cursor_ms <= cursor_ms:
+            try:
+                detection = cls(ref, source, DetectorEngine.restore(bytes(checkpoint.state)))
+            except Exception:  # a checkpoint from another version of the engine: warm up instead
+                detection = None
+            if detection is not None:
+                detection.checkpoint_ms = checkpoint.cursor_ms
+                found = []
+                for event in source.events(ref, checkpoint.cursor_ms, cursor_ms):
+                    found.extend(detection.feed(event))
+                return detection, found, True
         detection = cls(ref, source)
-        start = floor_ms(cursor_ms - settings.SCHEMES_WARMUP_MINUTES * 60_000, "minute")
+        start = floor_ms(oldest, "minute")
         found = []
         for event in source.events(ref, start, cursor_ms):
             found.extend(detection.feed(event))
-        return detection, found
+        return detection, found, False
 
     def feed(self, event) -> list[dict]:
         return [item.to_dict() for item in self.engine.feed(event)]
+
+    def checkpoint_due(self, cursor_ms: int) -> bool:
+        return self.checkpoint_ms is None or cursor_ms - self.checkpoint_ms >= settings.SCHEMES_CHECKPOINT_SECONDS * 1000
+
+    def state(self) -> bytes:
+        return self.engine.state()

@@ -4,11 +4,14 @@
 
 For each (seed, pair) the simulator (SimulatorSource(seed, episodes_per_hour, hard_negatives))
 is run for `hours_per_seed` hours after a warm-up (detections during the warm-up are
-ignored). A detection matches a labelled spoofing episode of the same scheme and side when
-its time is within [start_ms, end_ms + 5 s]; the first matching detection is a true
-positive, later ones on the same episode are duplicates (counted as false positives too).
-Every other detection is a false positive; those that match a hard-negative window (or
-nothing) are false alarms. Latency: detection time - episode end_ms.
+ignored). A detection matches a labelled spoofing episode of the same scheme (either side:
+direction accuracy is then measured, not implied) when its time is within
+[start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
+misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
+episodes; a detection of a near miss is reported on its own and is neither a true nor a
+false positive. Later detections of the same episode are duplicates (false positives).
+Every other detection is a false positive; those that match no spoofing episode are false
+alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
 """
 
 from __future__ import annotations
@@ -33,9 +36,17 @@ class SchemeStats:
     fn: int = 0
     dup: int = 0
     false_alarms: int = 0  # FP on hard negatives or on nothing
-    misclassified: int = 0  # FP that matched an episode of another scheme / side
+    misclassified: int = 0  # FP that matched an episode of another scheme
+    near_misses: int = 0  # near-miss episodes (not in recall)
+    near_miss_flagged: int = 0  # detections of them (neither TP nor FP)
     direction_ok: int = 0
     latencies: list = field(default_factory=list)
+
+    def merge(self, other: "SchemeStats") -> None:
+        for name in ("tp", "fp", "fn", "dup", "false_alarms", "misclassified", "near_misses", "near_miss_flagged",
+                     "direction_ok"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.latencies.extend(other.latencies)
 
     def summary(self, pair_hours: float) -> dict:
         p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
@@ -48,6 +59,7 @@ class SchemeStats:
             "direction_accuracy": self.direction_ok / self.tp if self.tp else 0.0,
             "false_alarms_per_pair_hour": self.false_alarms / pair_hours if pair_hours else 0.0,
             "misclassified": self.misclassified, "duplicates": self.dup,
+            "near_misses": self.near_misses, "near_misses_flagged": self.near_miss_flagged,
             "latency_p50_ms": _pct(lat, 0.5), "latency_p95_ms": _pct(lat, 0.95),
         }
 
@@ -68,73 +80,28 @@ def _parse_pair(p) -> PairRef:
 
 def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | float = True, *,
              episodes_per_hour: float = 12.0, start_ms: int = DEFAULT_START_MS, warmup_ms: int = 5 * 60_000,
-             details: bool = False) -> dict:
-    """Run the detectors over simulated, labelled data; see the module docstring."""
+             details: bool = False, processes: int = 1) -> dict:
+    """Run the detectors over simulated, labelled data; see the module docstring.
+    processes > 1 runs the (seed, pair) combinations in that many worker processes."""
     pairs = [_parse_pair(p) for p in pairs]
+    jobs = [(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details)
+            for seed in seeds for pair in pairs]
+    if processes > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(processes) as pool:
+            parts = pool.starmap(_evaluate_pair, jobs)
+    else:
+        parts = [_evaluate_pair(*job) for job in jobs]
     stats = {s: SchemeStats() for s in SCHEMES}
-    updates = 0
-    engine_s = 0.0
-    pair_hours = 0.0
-    rows = []
-    for seed in seeds:
-        src = SimulatorSource(seed, episodes_per_hour=episodes_per_hour, hard_negatives=hard_negatives)
-        for pair in pairs:
-            a = start_ms
-            b = a + int(hours_per_seed * HOUR_MS)
-            events = list(src.events(pair, a - warmup_ms, b))
-            eng = DetectorEngine(pair, tick_size=src.tick_size(pair))
-            dets = []
-            feed = eng.feed
-            t0 = time.perf_counter()
-            for ev in events:
-                r = feed(ev)
-                if r:
-                    dets.extend(r)
-            engine_s += time.perf_counter() - t0
-            updates += sum(len(e.bids) + len(e.asks) for e in events if type(e) in (BookDelta, BookSnapshot))
-            pair_hours += hours_per_seed
-            dets = [d for d in dets if a <= d.ts_ms < b]
-            eps = [e for e in src.episodes_between(pair, a, b) if a <= e.start_ms < b]
-            spoofs = [e for e in eps if e.scheme]
-            negs = [e for e in eps if not e.scheme]
-            matched: set = set()
-            for d in dets:
-                st = stats[d.scheme]
-                hit = None
-                for i, e in enumerate(spoofs):
-                    if e.scheme == d.scheme and e.side == d.side and e.start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS:
-                        if i not in matched:
-                            hit = i
-                            break
-                        hit = -1 if hit is None else hit
-                if hit is not None and hit >= 0:
-                    matched.add(hit)
-                    e = spoofs[hit]
-                    st.tp += 1
-                    st.direction_ok += d.direction == e.direction
-                    st.latencies.append(d.ts_ms - e.end_ms)
-                    if details:
-                        rows.append(("TP", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms))
-                    continue
-                st.fp += 1
-                if hit == -1:
-                    st.dup += 1
-                other = [e for e in spoofs if e.start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS]
-                if other and hit != -1:
-                    st.misclassified += 1
-                elif hit != -1:
-                    st.false_alarms += 1
-                if details:
-                    near = [e for e in eps if e.start_ms - 1000 <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS]
-                    rows.append(("FP", seed, pair.base, d.scheme, d.side, d.ts_ms,
-                                 ",".join(f"{e.kind}/{e.side}" for e in near) or "-", None, None))
-            for i, e in enumerate(spoofs):
-                if i not in matched:
-                    stats[e.scheme].fn += 1
-                    if details:
-                        rows.append(("FN", seed, pair.base, e.scheme, e.side, None, e.kind, e.start_ms, e.end_ms,
-                                     e.parameters))
-            _ = negs
+    updates, engine_s, rows = 0, 0.0, []
+    for part_stats, part_updates, part_s, part_rows in parts:
+        for s in SCHEMES:
+            stats[s].merge(part_stats[s])
+        updates += part_updates
+        engine_s += part_s
+        rows.extend(part_rows)
+    pair_hours = hours_per_seed * len(jobs)
     out = {
         "seeds": list(seeds), "pairs": [f"{p.exchange}/{p.base}/{p.quote}" for p in pairs],
         "hours_per_seed": hours_per_seed, "episodes_per_hour": episodes_per_hour, "pair_hours": pair_hours,
@@ -147,15 +114,87 @@ def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | f
     return out
 
 
+def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details):
+    src = SimulatorSource(seed, episodes_per_hour=episodes_per_hour, hard_negatives=hard_negatives)
+    stats = {s: SchemeStats() for s in SCHEMES}
+    rows: list = []
+    engine_s = 0.0
+    updates = 0
+    a = start_ms
+    b = a + int(hours_per_seed * HOUR_MS)
+    events = list(src.events(pair, a - warmup_ms, b))
+    eng = DetectorEngine(pair, tick_size=src.tick_size(pair))
+    dets = []
+    feed = eng.feed
+    t0 = time.perf_counter()
+    for ev in events:
+        r = feed(ev)
+        if r:
+            dets.extend(r)
+    engine_s += time.perf_counter() - t0
+    updates += sum(len(e.bids) + len(e.asks) for e in events if type(e) in (BookDelta, BookSnapshot))
+    dets = [d for d in dets if a <= d.ts_ms < b]
+    eps = [e for e in src.episodes_between(pair, a, b) if a <= e.start_ms < b]
+    spoofs = [e for e in eps if e.scheme]
+    matched: set = set()
+    for d in dets:
+        st = stats[d.scheme]
+        hit = None
+        for i, e in enumerate(spoofs):
+            if e.scheme == d.scheme and e.start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS:
+                if i not in matched:
+                    hit = i
+                    break
+                hit = -1 if hit is None else hit
+        if hit is not None and hit >= 0:
+            matched.add(hit)
+            e = spoofs[hit]
+            if e.parameters.get("near_miss"):
+                st.near_miss_flagged += 1
+                if details:
+                    rows.append(("NM", seed, pair.base, d.scheme, d.side, d.ts_ms, e.parameters["near_miss"],
+                                 e.start_ms, e.end_ms))
+                continue
+            st.tp += 1
+            st.direction_ok += d.direction == e.direction
+            st.latencies.append(d.ts_ms - e.end_ms)
+            if details:
+                rows.append(("TP", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms))
+            continue
+        st.fp += 1
+        if hit == -1:
+            st.dup += 1
+        other = [e for e in spoofs if e.start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS]
+        if other and hit != -1:
+            st.misclassified += 1
+        elif hit != -1:
+            st.false_alarms += 1
+        if details:
+            near = [e for e in eps if e.start_ms - 1000 <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS]
+            rows.append(("FP", seed, pair.base, d.scheme, d.side, d.ts_ms,
+                         ",".join(f"{e.kind}/{e.side}" for e in near) or "-", None, None))
+    for i, e in enumerate(spoofs):
+        if e.parameters.get("near_miss"):
+            stats[e.scheme].near_misses += 1
+            continue
+        if i not in matched:
+            stats[e.scheme].fn += 1
+            if details:
+                rows.append(("FN", seed, pair.base, e.scheme, e.side, None, e.kind, e.start_ms, e.end_ms,
+                             e.parameters))
+    return stats, updates, engine_s, rows
+
+
 def markdown_table(result: dict) -> str:
-    lines = ["| scheme | episodes | TP | FP | precision | recall | F1 | direction acc. | false alarms / pair-hour | "
-             "latency p50 (ms) | latency p95 (ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| scheme | clear episodes | TP | FP (of which other scheme) | precision | recall | F1 | direction acc. | "
+             "false alarms / pair-hour | latency p50 (ms) | latency p95 (ms) | near misses flagged |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s, m in result["schemes"].items():
         lines.append(
-            f"| {s} | {m['episodes']} | {m['detected']} | {m['false_positives']} | {m['precision']:.3f} | "
-            f"{m['recall']:.3f} | {m['f1']:.3f} | {m['direction_accuracy']:.3f} | "
-            f"{m['false_alarms_per_pair_hour']:.3f} | {m['latency_p50_ms']} | {m['latency_p95_ms']} |")
+            f"| {s} | {m['episodes']} | {m['detected']} | {m['false_positives']} ({m['misclassified']}) | "
+            f"{m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['direction_accuracy']:.3f} | "
+            f"{m['false_alarms_per_pair_hour']:.3f} | {m['latency_p50_ms']} | {m['latency_p95_ms']} | "
+            f"{m['near_misses_flagged']} of {m['near_misses']} |")
     lines.append("")
     lines.append(f"Throughput: {result['throughput_updates_per_s']:,.0f} book updates/s through the engine "
                  f"({result['book_updates']:,} updates in {result['engine_seconds']:.2f} s, one core).")

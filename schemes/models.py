@@ -44,3 +44,19 @@ class SchemeEvent(models.Model):
         return {"id": self.pk, "ts_ms": self.ts_ms, "scheme": self.scheme, "direction": self.direction,
                 "side": self.side, "price": self.price, "confidence": self.confidence,
                 "alert_score": self.alert_score, "build": self.build, "collapse": self.collapse}
+
+
+class DetectorCheckpoint(models.Model):
+    """The detector engine of a pair as it stood at `cursor_ms` (every event before it
+    fed), saved in the ingestion step's transaction every SCHEMES_CHECKPOINT_SECONDS. A
+    restarted worker restores it and replays the events from there to the ingestion
+    cursor: the engine is deterministic, so it finds exactly what the lost worker found
+    (stored once by SchemeEvent's unique key) and nothing else."""
+
+    pair = models.OneToOneField("market.Pair", on_delete=models.CASCADE, related_name="detector_checkpoint")
+    cursor_ms = models.BigIntegerField()
+    state = models.BinaryField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.pair} @ {self.cursor_ms}"

@@ -15,3 +15,10 @@ def scheme_events_since(*, pair, after_id: int, since_ms: int) -> list[tuple[int
     """For SSE resume: events after the client's last one, within the replay window."""
     rows = SchemeEvent.objects.filter(pair=pair, id__gt=after_id, ts_ms__gte=since_ms).order_by("id")[:1000]
     return [(row.ts_ms, row.as_dict()) for row in rows]
+
+
+def detector_checkpoint_get(*, pair):
+    """The pair's saved detector state, or None."""
+    from .models import DetectorCheckpoint
+
+    return DetectorCheckpoint.objects.filter(pair=pair).only("cursor_ms", "state").first()

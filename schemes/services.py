@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from .models import SchemeEvent
+from .models import DetectorCheckpoint, SchemeEvent
 
 
 def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
@@ -43,3 +43,8 @@ def scheme_events_purge(*, now_ms: int) -> int:
     cutoff = now_ms - settings.SCHEMES_RETENTION_HOURS * 3_600_000
     deleted, _ = SchemeEvent.objects.filter(ts_ms__lt=cutoff).delete()
     return deleted
+
+
+def detector_checkpoint_save(*, pair, cursor_ms: int, state: bytes) -> None:
+    """Keep the pair's detector state as of cursor_ms (call inside the step's transaction)."""
+    DetectorCheckpoint.objects.update_or_create(pair=pair, defaults={"cursor_ms": cursor_ms, "state": state})

@@ -81,15 +81,22 @@ class PairIngestor:
         self.builder_cursor: int | None = None
         self.detection = None
 
-    def _warm_up(self, cursor_ms: int) -> list[dict]:
+    def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
         """Rebuild the book as it stood at the cursor from the events since the minute
-        start, and the detectors from the recent past. Returns what the detectors found on
-        the way (stored idempotently by the caller)."""
+        start, and the detectors from their checkpoint (or the recent past). Returns what
+        the detectors found on the way that is to be stored: a checkpoint's replay finds
+        what live detection found (the store skips what is already there); a cold
+        warm-up's findings are kept on a pair's first step only, since its baselines
+        start empty and it would report episodes live detection judged otherwise."""
         found: list[dict] = []
         if settings.SCHEMES_DETECTION:
             from schemes.detection import PairDetection
+            from schemes.selectors import detector_checkpoint_get
 
-            self.detection, found = PairDetection.warmed_up(self.ref, self.source, cursor_ms)
+            checkpoint = detector_checkpoint_get(pair=self.pair)
+            self.detection, found, replayed = PairDetection.warmed_up(self.ref, self.source, cursor_ms, checkpoint)
+            if not (replayed or first_step):
+                found = []
         builder = self._builder_class(self.ref)
         warm_from = floor_ms(cursor_ms, "minute")
         if warm_from < cursor_ms:
@@ -107,13 +114,16 @@ class PairIngestor:
                 state = IngestionState.objects.select_for_update().get(pair=self.pair)
                 if self.owner and (state.lease_owner != self.owner or state.lease_until < timezone.now()):
                     raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
-                if state.cursor_ms is None:
+                first_step = state.cursor_ms is None
+                if first_step:
                     backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
                 cursor = state.cursor_ms
                 end = min(until_ms, cursor + settings.INGESTION_MAX_WINDOW_MS)
                 if end <= cursor:
                     return None
-                detections = self._warm_up(cursor) if self.builder_cursor != cursor else []
+                detections = []
+                if self.builder_cursor != cursor:
+                    detections = self._warm_up(cursor, first_step)
                 seen = {}
                 detect = self.detection.feed if self.detection is not None else None
                 for event in self.source.events(self.ref, cursor, end):
@@ -127,6 +137,11 @@ class PairIngestor:
                     from schemes.services import scheme_events_store
 
                     scheme_events_store(pair=self.pair, detections=detections)
+                if self.detection is not None and self.detection.checkpoint_due(end):
+                    from schemes.services import detector_checkpoint_save
+
+                    detector_checkpoint_save(pair=self.pair, cursor_ms=end, state=self.detection.state())
+                    self.detection.checkpoint_ms = end
                 state.cursor_ms = end
                 state.heartbeat_at = timezone.now()
                 state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
@@ -138,7 +153,8 @@ class PairIngestor:
                 state.save()
                 _publish_after_commit(self.pair, bars)
         except BaseException:
-            self.builder_cursor = None  # the builder saw events that did not commit
+            self.builder_cursor = None  # the builder and detectors saw events that did not commit
+            self.detection = None
             raise
         self.builder_cursor = end
         return StepResult(self.pair.pk, bars, end, caught_up=end >= until_ms)

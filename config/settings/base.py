@@ -92,12 +92,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="")
+# A Redis that stops answering fails a request within this time instead of hanging it.
+REDIS_SOCKET_TIMEOUT_SECONDS = env.float("REDIS_SOCKET_TIMEOUT_SECONDS", default=2.0)
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="mdp"),
+            "OPTIONS": {"socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
+                        "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_SECONDS},
         }
     }
 else:
@@ -262,5 +266,6 @@ SSE_LIVE_BAR_MAX_AGE_SECONDS = env.int("SSE_LIVE_BAR_MAX_AGE_SECONDS", default=3
 
 # Scheme detection (schemes/).
 SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)
-SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=False)
+SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=True)
+SCHEMES_CHECKPOINT_SECONDS = env.int("SCHEMES_CHECKPOINT_SECONDS", default=10)
 SCHEMES_WARMUP_MINUTES = env.int("SCHEMES_WARMUP_MINUTES", default=30)

@@ -13,3 +13,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# The demo pairs act out a spoofing episode every few minutes, so a new user sees scheme
+# events on the Live page soon after subscribing.
+SIMULATOR_EPISODES_PER_HOUR = env.float("SIMULATOR_EPISODES_PER_HOUR", default=20.0)
