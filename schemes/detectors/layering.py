@@ -18,6 +18,8 @@ LAYER_QUIET_MS = 600  # no further pull for this long: the collapse is over
 LAYER_MAX_HOLD_MS = 60_000  # add -> pull
 LAYER_MIN_REMOVED = 0.7  # cancelled share of the layers' quantity
 LAYER_MAX_EXECUTED = 0.1  # executed share of the layers' quantity
+LAYER_MIN_SIZE_RATIO = 6.0  # the layers' size-weighted mean x the typical level (5 x, less noise)
+LAYER_MIN_DEPTH_SHARE = 0.5  # together at least this share of the side's top-20 depth
 
 
 class _Collapse:
@@ -61,7 +63,7 @@ class LayeringDetector:
         return out
 
     def _judge(self, eng, col: _Collapse, ts: int) -> list:
-        recs = [r for r in col.recs if not r.used]
+        recs = _built_together([r for r in col.recs if not r.used])
         by_price = {}
         for r in recs:
             if r.price not in by_price or r.qty > by_price[r.price].qty:
@@ -70,9 +72,11 @@ class LayeringDetector:
         if len(layers) < LAYER_MIN_LEVELS:
             return []
         behind = [r for r in layers if LAYER_MIN_DIST_SCALED <= r.dist_scaled <= LAYER_MAX_DIST_SCALED]
-        if len(behind) < LAYER_MIN_BEHIND:
-            return []
-        if max(r.t_add for r in layers) - min(r.t_add for r in layers) > LAYER_BUILD_MS:
+        if len(behind) < LAYER_MIN_BEHIND or min(r.dist_scaled for r in layers) < LAYER_MIN_DIST_SCALED:
+            return []  # orders at the touch: the shape of flipping or vacuuming, not of layers
+        layer_qty = sum(r.qty for r in layers)
+        if sum(r.size_ratio * r.qty for r in layers) < LAYER_MIN_SIZE_RATIO * layer_qty or \
+                sum(r.depth_share for r in layers) < LAYER_MIN_DEPTH_SHARE:
             return []
         qty = sum(r.qty for r in recs)
         canc = sum(r.cancelled for r in recs)
@@ -80,7 +84,9 @@ class LayeringDetector:
         if canc < LAYER_MIN_REMOVED * qty or ex > LAYER_MAX_EXECUTED * qty:
             return []
         other = "ask" if recs[0].side == "bid" else "bid"
-        if sum(1 for r in eng.records[other] if r.t_pulled is not None and abs(r.t_pulled - col.first_pull) <= LAYER_PULL_MS) >= 2:
+        other_pulled = [r for r in eng.records[other]
+                        if r.t_pulled is not None and abs(r.t_pulled - col.first_pull) <= LAYER_PULL_MS]
+        if len({r.price for r in other_pulled}) >= 2 and sum(r.cancelled for r in other_pulled) >= 0.5 * canc:
             return []  # both sides pulled together: a two-sided withdrawal
         for r in recs:
             r.used = True
@@ -91,3 +97,17 @@ class LayeringDetector:
             t_collapse=col.first_pull, t_collapse_end=col.last_pull,
             features={"size_ratio": size_ratio, "cancel_ratio": canc / qty if qty else 0.0,
                       "levels": len(layers)})]
+
+
+def _built_together(recs: list) -> list:
+    """The largest group of the pulled orders added within LAYER_BUILD_MS of each other
+    (an unrelated large order pulled in the same second does not spoil the layers)."""
+    recs = sorted(recs, key=lambda r: r.t_add)
+    best: list = []
+    j = 0
+    for i in range(len(recs)):
+        while recs[i].t_add - recs[j].t_add > LAYER_BUILD_MS:
+            j += 1
+        if i + 1 - j > len(best):
+            best = recs[j:i + 1]
+    return best
