@@ -298,7 +298,8 @@ class LargeAdd:
     became of it: executed (after the queue ahead of it traded) and cancelled quantity."""
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
-                 "size_ratio", "depth_share", "t_first_cancel", "t_pulled", "pull_dist_ticks", "closed", "used")
+                 "size_ratio", "depth_share", "t_first_cancel", "t_pulled", "pull_dist_ticks", "pull_emptied_touch", "closed",
+                 "used")
 
     def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share):
         self.side, self.price, self.t_add, self.qty, self.ahead = side, price, t_add, qty, ahead
@@ -309,6 +310,7 @@ class LargeAdd:
         self.t_first_cancel = None
         self.t_pulled = None  # when cancelled reached half of qty
         self.pull_dist_ticks = None
+        self.pull_emptied_touch = False  # the pull took the whole best level away
         self.closed = False
         self.used = False  # already part of an emitted event
 

@@ -287,6 +287,7 @@ class DetectorEngine:
                         if r.t_pulled is None and r.cancelled >= PULLED_SHARE * r.qty:
                             r.t_pulled = ts
                             r.pull_dist_ticks = ch.dist_ticks
+                            r.pull_emptied_touch = ch.runover
                             pulled.append(r)
                 if ch.new <= 0:
                     r.closed = True

@@ -5,8 +5,8 @@ about the same size trades aggressively against that side or rests on the other 
 from __future__ import annotations
 
 # thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
-FLIP_MIN_SIZE_RATIO = 4.0  # x the typical level at that distance ...
-FLIP_MIN_DEPTH_SHARE = 0.12  # ... and this share of the side's top-20 depth (15 % less noise)
+FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
+FLIP_MIN_DEPTH_SHARE = 0.1  # ... and this share of the side's top-20 depth (15 % less noise)
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
@@ -14,10 +14,13 @@ FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
 FLIP_MIN_TAKER_SECONDS = 3.0  # ... and >= this many typical taker seconds
 FLIP_MIN_MIRROR = 0.5  # a mirror add >= this share of the pulled order
+# no trade confirms a mirror flip, and market makers moving their quotes look alike, so
+# the pulled order must weigh more: this share of its side's top-20 depth
+FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
-FLIP_MAX_PULL_DIST_SCALED = 10.0  # the spoof may push price away from itself, but not this far
+FLIP_MAX_PULL_DIST_SCALED = 30.0  # the spoof may push price away from itself, but not this far
 
 
 class _Watch:
@@ -52,9 +55,13 @@ class FlippingDetector:
             return
         if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty:
             return
-        for r in eng.records[rec.side]:
-            if r is not rec and abs(r.t_add - rec.t_add) <= 3000 and r.qty >= 0.5 * rec.qty:
-                return  # several large orders: not a single flipped order
+        if rec.pull_emptied_touch:
+            return  # the whole best level went: price ran through it (a stale quote), no pull
+        together = sum(1 for r in eng.records[rec.side]
+                       if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
+                       and r.t_pulled is not None and ts - r.t_pulled <= 1000)
+        if together >= 2:
+            return  # several large orders pulled together: layers, not a single flipped order
         self.watches.append(_Watch(rec, ts))
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
@@ -80,7 +87,7 @@ class FlippingDetector:
             if ch.added <= 0:
                 continue
             for w in self.watches:
-                if w.done or ts < w.t_pull:
+                if w.done or ts < w.t_pull or ts > w.deadline:
                     continue
                 rec = w.rec
                 if ch.side == rec.side:
@@ -88,8 +95,8 @@ class FlippingDetector:
                             and ch.dist_ticks <= FLIP_MAX_DIST_SCALED * scale):
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
-                if ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale and ch.added >= FLIP_MIN_MIRROR * rec.qty \
-                        and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks):
+                if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
+                        and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks):
                     w.done = True
                     out.append(self._event(eng, w, ts, "mirror", ch.added, ts))
         return out
