@@ -1481,7 +1481,12 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                 at(collapse + p["pull_fracs"][i] * (end - collapse), pull)
             if kind == "vacuuming":
                 def kick():
-                    # at least a few ticks, so that the move shows on coarse-tick pairs too
+                    # price moves into the gap: takers clear the two levels left at the
+                    # touch, and the fair price follows (at least a few ticks, so that
+                    # the move shows on coarse-tick pairs too)
+                    keys, book = (blk.bk, blk.bids) if is_bid else (blk.ak, blk.asks)
+                    near = keys[-2:] if is_bid else keys[:2]
+                    blk.market(not is_bid, sum(book[t] for t in near) + 1)
                     size = max(p["kick_sigma"] * blk.sig_s * math.sqrt(5.0), 3.0 / blk.r)
                     blk.impact += (-1 if is_bid else 1) * size
 

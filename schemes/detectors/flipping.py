@@ -75,7 +75,9 @@ class FlippingDetector:
             need = max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker)
             if w.taker_qty >= need:
                 w.done = True
-                out.append(self._event(eng, w, ts, "aggressive", w.taker_qty, w.taker_first))
+                event = self._event(eng, w, ts, "aggressive", w.taker_qty, w.taker_first)
+                if event is not None:
+                    out.append(event)
         return out
 
     def on_changes(self, eng, changes, ts: int) -> list:
@@ -98,11 +100,15 @@ class FlippingDetector:
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
                         and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks):
                     w.done = True
-                    out.append(self._event(eng, w, ts, "mirror", ch.added, ts))
+                    event = self._event(eng, w, ts, "mirror", ch.added, ts)
+                    if event is not None:
+                        out.append(event)
         return out
 
     def _event(self, eng, w, ts, mode, flip_qty, flip_first):
         rec = w.rec
+        if eng.vacuuming.claims(rec.side, ts):
+            return None  # several levels of the side were pulled with it: vacuuming
         rec.used = True
         cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0
         return eng.make_event(

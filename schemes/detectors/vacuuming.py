@@ -7,28 +7,35 @@ from __future__ import annotations
 
 from collections import deque
 
-VAC_ELEVATED = 1.3  # top-10 depth >= this x its 30-minute median counts as elevated
-VAC_PEAK = 1.4  # the peak before the pull >= this x baseline (1.5 less measuring noise)
+VAC_ELEVATED = 1.2  # top-10 depth >= this x its 30-minute median counts as elevated
+VAC_PEAK = 1.25  # the peak before the pull >= this x baseline (1.5 less measuring noise)
 VAC_MIN_REST_MS = 1_500  # elevated at least this long before the pull (2 s less the build's ramp)
 VAC_MAX_REST_MS = 45_000  # longer-lived walls are patient orders, not vacuuming
-VAC_WINDOW_MS = 1_200  # the pull happens within about a second
+VAC_WINDOW_MS = 700  # the pull happens within this window (the peak is at most this old)
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
-VAC_MIN_DROP = 0.25  # ... and by >= this share of the baseline
+VAC_MIN_DROP = 0.3  # ... and by >= this share of the baseline
 VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
-VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
-VAC_CANCEL_SHARE = 0.6  # cancelled (not run over) share of the drop
+VAC_MOVE_SIGMA = 1.5  # ... by >= max(1 tick, this many 1 s sigmas)
+VAC_MIN_CANCELLED = 0.45  # cancelled in the pull >= this share of the side's baseline top-10 depth
+VAC_MIN_CANCELS = 4  # in at least this many cancels
+VAC_PULL_SPAN_MS = 600  # the cancels that removed the depth came within this span
+VAC_CANCEL_SHARE = 0.5  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
-VAC_OTHER_SIDE = 0.2  # the other side may not fall by this share of its depth (two-sided pull)
+VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull)
 VAC_COOLDOWN_MS = 5_000
+VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
 
 
 class _Side:
-    __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start")
+    __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
+                 "before_elevation")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
+        self.slow = deque()  # (ts, top-10 depth) every ~250 ms over the last VAC_BEFORE_MS
+        self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
         self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
         self.elev_start = None
         self.elev_end = None
@@ -56,6 +63,10 @@ class VacuumingDetector:
             s.flow.clear()
         self.pending.clear()
 
+    def claims(self, side: str, ts: int) -> bool:
+        """The side's depth is being (or was just) vacuumed: its pulls are ours."""
+        return any(p.side == side for p in self.pending) or ts - self.sides[side].last_event_ts < VAC_COOLDOWN_MS
+
     def _confirm(self, eng, ts: int) -> list:
         """Emit the pending pulls whose gap price moved into; drop those out of time."""
         out, keep = [], []
@@ -66,6 +77,8 @@ class VacuumingDetector:
                 need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * p.mid0)
                 moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
                 if moved >= need - 1e-12:
+                    p.args["extra_collapse"]["move_into_gap_sigma"] = round(
+                        moved / (eng.base.sigma_ret * p.mid0), 3) if eng.base.sigma_ret else None
                     out.append(eng.make_event(ts=ts, **p.args))
                     continue
             if ts <= p.deadline:
@@ -94,6 +107,11 @@ class VacuumingDetector:
             base = eng.base.med_depth10[side]
             hist = st.hist
             hist.append((ts, d))
+            slow = st.slow
+            if not slow or ts - slow[-1][0] >= 250:
+                slow.append((ts, d))
+                while slow and slow[0][0] < ts - VAC_BEFORE_MS:
+                    slow.popleft()
             lim = ts - VAC_WINDOW_MS
             while hist and hist[0][0] < lim:
                 hist.popleft()
@@ -105,6 +123,7 @@ class VacuumingDetector:
                 if st.elev_start is None or st.elev_end is not None:
                     if st.elev_end is None or ts - st.elev_end > 1500:
                         st.elev_start = ts
+                        st.before_elevation = min((x[1] for x in st.slow), default=d)
                     st.elev_end = None
             elif d < 1.05 * base and st.elev_start is not None and st.elev_end is None:
                 st.elev_end = ts
@@ -120,21 +139,34 @@ class VacuumingDetector:
             if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
                 continue
             canc = ex = 0.0
+            n_cancels = 0
             by_level: dict = {}
+            first_cancel = last_cancel = None
+            biggest = 0.0
             for t, c, e, px in st.flow:
                 if t >= peak_ts:
                     canc += c
                     ex += e
+                    if c > 0:
+                        n_cancels += 1
+                        first_cancel = t if first_cancel is None else first_cancel
+                        last_cancel = t
+                        biggest = max(biggest, c)
                     by_level[px] = by_level.get(px, 0.0) + c
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
             if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
+            if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
+                continue  # not enough of the side's usual depth pulled, or pulled by one or two orders
+            if last_cancel - first_cancel > VAC_PULL_SPAN_MS:
+                continue  # cancels trickling in over a second: depth thinning out, not a pull
             other = "ask" if side == "bid" else "bid"
             oh = self.sides[other].hist
             od = eng.tracker.top_depth(other, 10)
             opeak = max((x[1] for x in oh if x[0] >= peak_ts - 500), default=od)
-            if opeak > 0 and opeak - od > VAC_OTHER_SIDE * opeak:
+            other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= peak_ts - 500)
+            if opeak > 0 and other_cancelled > VAC_OTHER_SIDE * opeak:
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
             recs = [r for r in eng.records[side] if r.t_add >= st.elev_start - 1000 and not r.used]
@@ -152,6 +184,11 @@ class VacuumingDetector:
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts,
                 extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d, 12),
+                                "levels_pulled": len(by_level), "cancels": n_cancels,
+                                "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
+                                "biggest_cancel_qty": round(biggest, 12),
+                                "depth_before_build_qty": round(st.before_elevation or 0.0, 12),
+                                "baseline_depth_qty": round(base, 12),
                                 "depth_drop": round(drop / peak, 4) if peak else 0.0,
                                 "cancelled_qty_top10": round(canc, 12), "executed_qty_top10": round(ex, 12),
                                 "other_side_drop": round((opeak - od) / opeak, 4) if opeak else 0.0},

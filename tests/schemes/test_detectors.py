@@ -106,11 +106,11 @@ def test_flipping_mirror_ask_spoof_pushes_down():
 def vacuum_events(t, two_sided=False):
     evs = [snapshot(t)]
     sides = ("bids", "asks") if two_sided else ("bids",)
-    tks = {"bids": [10000, 9999, 9998], "asks": [10002, 10003, 10004]}
-    for i in range(3):
+    tks = {"bids": [10000, 9999, 9998, 9997], "asks": [10002, 10003, 10004, 10005]}
+    for i in range(4):
         evs.append(BookDelta(t + 1000 + 300 * i, **{s: ((px(tks[s][i]), 60.0),) for s in sides}))
-    for i in range(3):
-        evs.append(BookDelta(t + 6000 + 200 * i, **{s: ((px(tks[s][i]), 10.0),) for s in sides}))
+    for i in range(4):  # pulled within a third of a second
+        evs.append(BookDelta(t + 6000 + 100 * i, **{s: ((px(tks[s][i]), 10.0),) for s in sides}))
     evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))  # price moves into the gap
     return evs
 

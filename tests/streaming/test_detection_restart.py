@@ -18,8 +18,8 @@ def detecting(btc, settings):
     settings.SCHEMES_WARMUP_MINUTES = 3
     settings.SCHEMES_CHECKPOINT_SECONDS = 10
     settings.INGESTION_MAX_WINDOW_MS = 60_000
-    settings.SIMULATOR_SEED = 11  # a source of its own, with an episode every two minutes
-    settings.SIMULATOR_EPISODES_PER_HOUR = 30.0
+    settings.SIMULATOR_SEED = 11  # a source of its own, with an episode a minute
+    settings.SIMULATOR_EPISODES_PER_HOUR = 60.0
     ingestion_want(pair=btc)
     return btc
 
