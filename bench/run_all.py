@@ -23,6 +23,7 @@ BENCHES = [
     ("bench_auth", {"REDIS_URL": REDIS}),
     ("bench_metering", FULL),
     ("bench_ingest", {}),
+    ("bench_detectors", {}),
     ("bench_series", FULL),
     ("bench_snapshot", FULL),
     ("bench_sse", FULL),
