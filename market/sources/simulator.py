@@ -1490,7 +1490,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                     size = max(p["kick_sigma"] * blk.sig_s * math.sqrt(5.0), 3.0 / blk.r)
                     blk.impact += (-1 if is_bid else 1) * size
 
-                at(end, kick)
+                at(end + 150, kick)  # the move follows the pull
 
     elif kind == "filled_wall":
         box = []

@@ -20,17 +20,19 @@ FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
+FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 FLIP_MAX_PULL_DIST_SCALED = 30.0  # the spoof may push price away from itself, but not this far
 
 
 class _Watch:
-    __slots__ = ("rec", "t_pull", "deadline", "taker_qty", "taker_first", "done")
+    __slots__ = ("rec", "t_pull", "deadline", "taker_qty", "taker_first", "done", "others_pulled")
 
     def __init__(self, rec, t_pull):
         self.rec, self.t_pull, self.deadline = rec, t_pull, t_pull + FLIP_WINDOW_MS
         self.taker_qty = 0.0
         self.taker_first = None
         self.done = False
+        self.others_pulled = 0.0  # cancelled on the side's other top-10 levels around the pull
 
 
 class FlippingDetector:
@@ -62,7 +64,9 @@ class FlippingDetector:
                        and r.t_pulled is not None and ts - r.t_pulled <= 1000)
         if together >= 2:
             return  # several large orders pulled together: layers, not a single flipped order
-        self.watches.append(_Watch(rec, ts))
+        watch = _Watch(rec, ts)
+        watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - 700)
+        self.watches.append(watch)
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
         out = []
@@ -107,8 +111,10 @@ class FlippingDetector:
 
     def _event(self, eng, w, ts, mode, flip_qty, flip_first):
         rec = w.rec
-        if eng.vacuuming.claims(rec.side, ts):
-            return None  # several levels of the side were pulled with it: vacuuming
+        if eng.vacuuming.claims(rec.side, ts) or \
+                w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull - 700) \
+                >= FLIP_MAX_OTHERS_PULLED * rec.cancelled:
+            return None  # other levels of the side were pulled with it: the side was vacuumed
         rec.used = True
         cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0
         return eng.make_event(

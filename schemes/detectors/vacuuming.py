@@ -15,7 +15,7 @@ VAC_WINDOW_MS = 700  # the pull happens within this window (the peak is at most 
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
 VAC_MIN_DROP = 0.3  # ... and by >= this share of the baseline
 VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
-VAC_MOVE_SIGMA = 1.5  # ... by >= max(1 tick, this many 1 s sigmas)
+VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
 VAC_MIN_CANCELLED = 0.45  # cancelled in the pull >= this share of the side's baseline top-10 depth
 VAC_MIN_CANCELS = 4  # in at least this many cancels
 VAC_PULL_SPAN_MS = 600  # the cancels that removed the depth came within this span
@@ -30,12 +30,13 @@ VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
 
 class _Side:
     __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
-                 "before_elevation")
+                 "before_elevation", "cancelled_total")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
         self.slow = deque()  # (ts, top-10 depth) every ~250 ms over the last VAC_BEFORE_MS
         self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
+        self.cancelled_total = 0.0  # all cancels in the top 10 levels so far
         self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
         self.elev_start = None
         self.elev_end = None
@@ -46,10 +47,13 @@ class _Side:
 class _Pending:
     """A pull that met every test but the last: price has to move into the gap."""
 
-    __slots__ = ("side", "deadline", "mid0", "args")
+    __slots__ = ("side", "deadline", "mid0", "args", "other_cancelled_from", "other_depth")
 
-    def __init__(self, side, deadline, mid0, args):
+    def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth):
         self.side, self.deadline, self.mid0, self.args = side, deadline, mid0, args
+        # the other side's cancel total before the pull, and its depth: if it is pulled
+        # too while we wait for the move, it was a two-sided withdrawal
+        self.other_cancelled_from, self.other_depth = other_cancelled_from, other_depth
 
 
 class VacuumingDetector:
@@ -63,6 +67,11 @@ class VacuumingDetector:
             s.flow.clear()
         self.pending.clear()
 
+    def cancelled_elsewhere(self, side: str, price: float, since_ms: int) -> float:
+        """Quantity cancelled on the side's top-10 levels other than `price` since since_ms
+        (as far back as the pull window reaches)."""
+        return sum(c for t, c, e, px in self.sides[side].flow if t >= since_ms and px != price)
+
     def claims(self, side: str, ts: int) -> bool:
         """The side's depth is being (or was just) vacuumed: its pulls are ours."""
         return any(p.side == side for p in self.pending) or ts - self.sides[side].last_event_ts < VAC_COOLDOWN_MS
@@ -73,6 +82,9 @@ class VacuumingDetector:
         mid = eng.tracker.mid()
         tick = eng.tracker.tick or 0.0
         for p in self.pending:
+            other = self.sides["ask" if p.side == "bid" else "bid"]
+            if other.cancelled_total - p.other_cancelled_from > VAC_OTHER_SIDE * p.other_depth:
+                continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
                 need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * p.mid0)
                 moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
@@ -100,7 +112,9 @@ class VacuumingDetector:
             touched.add(side)
             if ch.level_index < 10 and (ch.cancelled > 0 or ch.executed > 0):
                 canc = 0.0 if (ch.runover or ch.scrolled) else ch.cancelled
-                self.sides[side].flow.append((ts, canc, ch.executed, ch.price))
+                st = self.sides[side]
+                st.flow.append((ts, canc, ch.executed, ch.price))
+                st.cancelled_total += canc
         for side in touched:
             st = self.sides[side]
             d = eng.tracker.top_depth(side, 10)
@@ -180,6 +194,7 @@ class VacuumingDetector:
             for r in recs:
                 r.used = True
             touch = eng.tracker.best(side)
+            other_state = self.sides[other]
             self.pending.append(_Pending(side, ts + VAC_MOVE_MS, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts,
@@ -193,7 +208,8 @@ class VacuumingDetector:
                                 "cancelled_qty_top10": round(canc, 12), "executed_qty_top10": round(ex, 12),
                                 "other_side_drop": round((opeak - od) / opeak, 4) if opeak else 0.0},
                 features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
-                          "removed": drop / peak if peak else 0.0})))
+                          "removed": drop / peak if peak else 0.0}),
+                other_state.cancelled_total - other_cancelled, opeak))
         if self.pending:
             out.extend(self._confirm(eng, ts))
         return out
