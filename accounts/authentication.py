@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from functools import cached_property
-
+# Django's cached_property, not functools': on Python 3.11 the latter holds one lock for all
+# instances while computing, so one slow account query held up every request of the process.
+from django.utils.functional import cached_property
 from rest_framework.authentication import BaseAuthentication
 
 from config.api.errors import Unauthorized

@@ -6,10 +6,29 @@ get, measured by bench/bench_auth.py). Embedded mode uses Django's in-process ca
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, wraps
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
+
+
+class Unavailable(Exception):
+    """The shared cache cannot be reached (Redis down or not answering in time)."""
+
+
+UNREACHABLE = (redis.ConnectionError, redis.TimeoutError)
+
+
+def _unavailable_when_unreachable(method):
+    @wraps(method)
+    def call(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except UNREACHABLE as exc:
+            raise Unavailable(str(exc)) from exc
+
+    return call
 
 
 class _DjangoCacheStore:
@@ -37,24 +56,29 @@ class _RedisStore:
                        "redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1")
 
     def __init__(self, url: str, prefix: str):
-        import redis
-
-        self._client = redis.Redis.from_url(url, decode_responses=True)
+        timeout = settings.REDIS_SOCKET_TIMEOUT_SECONDS
+        self._client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout,
+                                            socket_connect_timeout=timeout)
         self._prefix = prefix
         self._replace_unless = self._client.register_script(self._REPLACE_UNLESS)
 
+    @_unavailable_when_unreachable
     def get(self, name: str) -> str | None:
         return self._client.get(self._prefix + name)
 
+    @_unavailable_when_unreachable
     def set(self, name: str, value: str, timeout: int) -> None:
         self._client.set(self._prefix + name, value, ex=timeout)
 
+    @_unavailable_when_unreachable
     def add(self, name: str, value: str, timeout: int) -> bool:
         return bool(self._client.set(self._prefix + name, value, ex=timeout, nx=True))
 
+    @_unavailable_when_unreachable
     def replace_unless(self, name: str, value: str, timeout: int, unless: str) -> None:
         self._replace_unless(keys=[self._prefix + name], args=[value, timeout, unless])
 
+    @_unavailable_when_unreachable
     def delete(self, name: str) -> None:
         self._client.delete(self._prefix + name)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -147,7 +148,10 @@ def api_key_authenticate(*, presented: str) -> CachedKey | None:
     if parsed is None:
         return None
     fingerprint = keys.fingerprint(parsed.plaintext, _pepper())
-    cached = key_cache.store().get(key_cache_name(parsed.lookup_id))
+    try:
+        cached = key_cache.store().get(key_cache_name(parsed.lookup_id))
+    except key_cache.Unavailable:
+        return _verify_without_cache(parsed, fingerprint)
     if cached == REVOKED:
         return None
     entry = CachedKey.loads(cached) if cached else None
@@ -167,18 +171,24 @@ def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
     ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=timezone.now())
     touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, time.time())
     name, store = key_cache_name(lookup_id), key_cache.store()
-    if fresh:
-        store.add(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS)
-    else:
-        store.replace_unless(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS,
-                             unless=REVOKED)
+    try:
+        if fresh:
+            store.add(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS)
+        else:
+            store.replace_unless(name, touched.dumps(), timeout=settings.API_KEY_CACHE_SECONDS,
+                                 unless=REVOKED)
+    except key_cache.Unavailable:
+        pass  # verified all the same; the next request verifies again
     return touched
 
 
 def _verify_cold(parsed: keys.ParsedKey, fingerprint: str) -> CachedKey | None:
     failures_name = _failures_cache_name(parsed.lookup_id)
-    if (cache.get(failures_name) or 0) >= settings.API_KEY_FAILED_VERIFY_LIMIT:
-        return None
+    try:
+        if (cache.get(failures_name) or 0) >= settings.API_KEY_FAILED_VERIFY_LIMIT:
+            return None
+    except key_cache.UNREACHABLE:  # the shared cache went away since the key lookup
+        return _verify_without_cache(parsed, fingerprint)
     row = (ApiKey.objects.filter(lookup_id=parsed.lookup_id, revoked_at__isnull=True)
            .values("id", "account_id", "key_hash").first())
     if row is None:
@@ -186,14 +196,66 @@ def _verify_cold(parsed: keys.ParsedKey, fingerprint: str) -> CachedKey | None:
     try:
         _hasher().verify(row["key_hash"], parsed.plaintext)
     except (VerificationError, InvalidHashError):
-        if not cache.add(failures_name, 1, timeout=settings.API_KEY_FAILED_VERIFY_WINDOW_SECONDS):
-            try:
+        try:
+            if not cache.add(failures_name, 1, timeout=settings.API_KEY_FAILED_VERIFY_WINDOW_SECONDS):
                 cache.incr(failures_name)
-            except ValueError:
-                pass
+        except ValueError:
+            pass
+        except key_cache.UNREACHABLE:
+            _local_failure_add(parsed.lookup_id)
         return None
     return _record_use(parsed.lookup_id, CachedKey(row["id"], row["account_id"], fingerprint, 0.0),
                        fresh=True)
+
+
+# -- without the shared cache -------------------------------------------------------------
+# Redis down must not lock every customer out: the database decides (so a revoked key is
+# refused at once), and this process remembers which stored hash it verified each presented
+# key against (by its keyed fingerprint, as the shared cache does), so argon2 runs once per
+# key and process, not on every request. Failed verifications are throttled per process.
+
+_degraded_lock = threading.Lock()
+_degraded_verified: dict[tuple[str, str], str] = {}  # (lookup id, stored hash) -> fingerprint
+_degraded_failures: dict[str, tuple[int, float]] = {}  # lookup id -> (failures, window start)
+_DEGRADED_MEMORY = 10_000
+
+
+def _local_failures_exceeded(lookup_id: str) -> bool:
+    count, since = _degraded_failures.get(lookup_id, (0, 0.0))
+    return (count >= settings.API_KEY_FAILED_VERIFY_LIMIT
+            and time.monotonic() - since < settings.API_KEY_FAILED_VERIFY_WINDOW_SECONDS)
+
+
+def _local_failure_add(lookup_id: str) -> None:
+    with _degraded_lock:
+        count, since = _degraded_failures.get(lookup_id, (0, 0.0))
+        if time.monotonic() - since >= settings.API_KEY_FAILED_VERIFY_WINDOW_SECONDS:
+            count, since = 0, time.monotonic()
+        if len(_degraded_failures) >= _DEGRADED_MEMORY:
+            _degraded_failures.clear()
+        _degraded_failures[lookup_id] = (count + 1, since)
+
+
+def _verify_without_cache(parsed: keys.ParsedKey, fingerprint: str) -> CachedKey | None:
+    row = (ApiKey.objects.filter(lookup_id=parsed.lookup_id, revoked_at__isnull=True)
+           .values("id", "account_id", "key_hash").first())
+    if row is None:
+        return None
+    memory = (parsed.lookup_id, row["key_hash"])
+    known = _degraded_verified.get(memory)
+    if known is None or not hmac.compare_digest(known, fingerprint):
+        if _local_failures_exceeded(parsed.lookup_id):
+            return None
+        try:
+            _hasher().verify(row["key_hash"], parsed.plaintext)
+        except (VerificationError, InvalidHashError):
+            _local_failure_add(parsed.lookup_id)
+            return None
+        with _degraded_lock:
+            if len(_degraded_verified) >= _DEGRADED_MEMORY:
+                _degraded_verified.clear()
+            _degraded_verified[memory] = fingerprint
+    return CachedKey(row["id"], row["account_id"], fingerprint, time.time())
 
 
 def account_upsert(*, email: str, plan: Plan, password: str | None = None,

@@ -40,7 +40,8 @@ INTERVAL = float(os.environ.get("BENCH_SSE_INTERVAL", 0.5))
 BATCH = int(os.environ.get("BENCH_SSE_BATCH", 200))
 WARMUP = 200  # streams opened and closed before the baseline: code paths, worker threads and DB pool warm
 EVENTS = "/api/v1/streams/binance/BTC/USDT/events"
-REDIS_CHANNEL = "mdp:live-events"  # streaming.hub.REDIS_CHANNEL (not imported: that needs Django settings)
+# streaming.hub.redis_channel() for the bench's Redis URL (not imported: that needs Django settings)
+REDIS_CHANNEL = "mdp:live-events:" + (os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0").rsplit("/", 1)[-1] or "0")
 
 GOAL_LATENCY_N, GOAL_P99_MS = 1000, 150.0
 GOAL_KB_PER_CONNECTION = 40.0

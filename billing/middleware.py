@@ -2,7 +2,7 @@ import logging
 
 from django.http import HttpResponse
 
-from config.api.errors import InternalError, envelope
+from config.api.errors import InternalError, TemporarilyUnavailable, dependency_unavailable, envelope
 from config.api.renderers import to_json_bytes
 
 from . import metering
@@ -31,9 +31,11 @@ class MeteringMiddleware:
                 response.streaming_content = counter(response.streaming_content, ticket)
             else:
                 metering.add_bytes(ticket, len(response.content))
-        except Exception:
-            logger.exception("Usage could not be recorded for account %s", ticket.account_id)
-            return self._unmetered_refusal(request)
+        except Exception as exc:
+            unavailable = dependency_unavailable(exc)
+            if unavailable is None:
+                logger.exception("Usage could not be recorded for account %s", ticket.account_id)
+            return self._unmetered_refusal(request, unavailable)
         for name, value in ticket.headers().items():
             response[name] = value
         return response
@@ -61,8 +63,10 @@ class MeteringMiddleware:
             await sync_to_async(metering.add_bytes)(ticket, size)
 
     @staticmethod
-    def _unmetered_refusal(request):
-        error = InternalError("Usage could not be recorded, so nothing was served. Retry shortly.")
-        body = envelope(code=error.code, message=error.message, details={},
+    def _unmetered_refusal(request, unavailable=None):
+        message = "Usage could not be recorded, so nothing was served. Retry shortly."
+        error = InternalError(message) if unavailable is None else \
+            TemporarilyUnavailable(message, details=unavailable.details)
+        body = envelope(code=error.code, message=error.message, details=error.details,
                         request_id=getattr(request, "request_id", ""))
-        return HttpResponse(to_json_bytes(body), status=500, content_type="application/json")
+        return HttpResponse(to_json_bytes(body), status=error.status_code, content_type="application/json")

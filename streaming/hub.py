@@ -22,7 +22,15 @@ from django_eventstream.views import get_listener_manager  # noqa: F401  (tests 
 
 logger = logging.getLogger(__name__)
 
-REDIS_CHANNEL = "mdp:live-events"
+def redis_channel(redis_url: str | None = None) -> str:
+    """The pub/sub channel of this deployment. Pub/sub ignores the database index, so the
+    index is in the name: deployments (or test runs) sharing one Redis server on different
+    databases never see each other's events."""
+    from urllib.parse import urlparse
+
+    database = urlparse(redis_url if redis_url is not None else settings.REDIS_URL).path.strip("/") or "0"
+    return f"mdp:live-events:{database}"
+
 CONTROL = "control"
 
 
@@ -33,7 +41,7 @@ def pair_channel(pair_id: int) -> str:
 def publish(channel: str, event_type: str, data: dict) -> None:
     """Hand an event to every server process's listeners (from any thread)."""
     if settings.REDIS_URL:
-        _redis_client().publish(REDIS_CHANNEL, orjson.dumps({"c": channel, "t": event_type, "d": data}))
+        _redis_client().publish(redis_channel(), orjson.dumps({"c": channel, "t": event_type, "d": data}))
     else:
         get_listener_manager().add_to_queues(channel, Event(channel, event_type, data))
 
@@ -86,7 +94,7 @@ class RedisBridge:
             client = Redis.from_url(self.url, socket_connect_timeout=2)
             try:
                 pubsub = client.pubsub()
-                await pubsub.subscribe(REDIS_CHANNEL)
+                await pubsub.subscribe(redis_channel())
                 self.healthy, delay = True, 0.2
                 self._ready.set()
                 async for message in pubsub.listen():

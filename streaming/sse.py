@@ -26,7 +26,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django_eventstream.views import Listener, get_listener_manager
 
-from config.api.errors import ApiError, TemporarilyUnavailable, envelope
+from config.api.errors import ApiError, TemporarilyUnavailable, dependency_unavailable, envelope
 from config.api.renderers import to_json_bytes
 
 from . import hub, snapshot
@@ -50,7 +50,8 @@ async def _refuse(send, error: ApiError, request_id: str) -> None:
     body = to_json_bytes(envelope(code=error.code, message=error.message, details=error.details,
                                   request_id=request_id))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"x-request-id", request_id.encode()), (b"cache-control", b"no-store")]
+               (b"x-request-id", request_id.encode()), (b"cache-control", b"no-store"),
+               (b"x-content-type-options", b"nosniff")]
     headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
     await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -135,9 +136,16 @@ async def app(scope, receive, send) -> None:
         if not await hub.backend_available():
             await _refuse(send, TemporarilyUnavailable(), request_id)
             return
-        grant = await sync_to_async(authorize, thread_sensitive=False)(
-            authorization=headers.get("authorization"), token=token, exchange=exchange, base=base,
-            quote=quote, last_event_id=last_event_id)
+        try:
+            grant = await sync_to_async(authorize, thread_sensitive=False)(
+                authorization=headers.get("authorization"), token=token, exchange=exchange, base=base,
+                quote=quote, last_event_id=last_event_id)
+        except Exception as exc:  # the database (or Redis) went away: refuse in the envelope
+            unavailable = dependency_unavailable(exc)
+            if unavailable is None:
+                raise
+            await _refuse(send, unavailable, request_id)
+            return
         if isinstance(grant, ApiError):
             await _refuse(send, grant, request_id)
             return
@@ -158,7 +166,8 @@ async def app(scope, receive, send) -> None:
 async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_id: str, head_only: bool) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache, no-transform"),
-        (b"x-accel-buffering", b"no"), (b"x-request-id", request_id.encode())]})
+        (b"x-accel-buffering", b"no"), (b"x-request-id", request_id.encode()),
+        (b"x-content-type-options", b"nosniff")]})
     if head_only:
         await send({"type": "http.response.body", "body": b""})
         return

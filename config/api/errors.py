@@ -117,10 +117,32 @@ def _drf_details(exc: drf.APIException) -> tuple[str, dict]:
     return str(detail), {}
 
 
+def dependency_unavailable(exc: BaseException) -> TemporarilyUnavailable | None:
+    """502 `temporarily_unavailable` when a backing service cannot be reached: the
+    database (down, restarting, no pooled connection in time) or Redis. Clients retry with
+    backoff; the service recovers by itself when the dependency is back."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("Database unavailable: %s", exc)
+        return TemporarilyUnavailable("The service's database is unavailable; retry with backoff.",
+                                      details={"dependency": "database"})
+    import redis
+
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        logger.warning("Redis unavailable: %s", exc)
+        return TemporarilyUnavailable("The live backend is unavailable; retry with backoff.",
+                                      details={"dependency": "redis"})
+    return None
+
+
 def as_api_error(exc: Exception) -> ApiError | None:
     """Translate any exception the API can meet into an ApiError; None for the unexpected."""
     if isinstance(exc, ApiError):
         return exc
+    unavailable = dependency_unavailable(exc)
+    if unavailable is not None:
+        return unavailable
     if isinstance(exc, Http404):
         return NotFound()
     if isinstance(exc, RequestDataTooBig):
