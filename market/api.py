@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -80,7 +80,7 @@ class SeriesView(AccountAPIView):
             raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
         keep, sides = self.columns(data)
         bars = bars_range(pair=pair, granularity=granularity, from_ms=_day_ms(start),
-                          to_ms=_day_ms(end + timedelta(days=1)))
+                          to_ms=_day_ms(end) + 86_400_000)  # not end + 1 day: 9999-12-31 has none
         rows = series.rows(bars, self.metric, resolution, keep=keep)
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
                 "metric_type": self.metric, "sides": sides, "resolution": resolution,

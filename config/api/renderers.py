@@ -18,12 +18,21 @@ def to_toon_bytes(data) -> bytes:
     return toon.encode(data).encode("utf-8")
 
 
+def _bodyless(renderer_context) -> bool:
+    """204 and 304 responses have no body (RFC 9110); `None` there is not the JSON `null`
+    that GET .../live serves with 200."""
+    response = (renderer_context or {}).get("response")
+    return response is not None and response.status_code in (204, 304)
+
+
 class JSONRenderer(BaseRenderer):
     media_type = "application/json"
     format = JSON
     charset = None
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if data is None and _bodyless(renderer_context):
+            return b""
         return to_json_bytes(data)
 
 
@@ -33,6 +42,8 @@ class TOONRenderer(BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        if data is None and _bodyless(renderer_context):
+            return b""
         return to_toon_bytes(data)
 
 

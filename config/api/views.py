@@ -24,6 +24,14 @@ class SchemaView(SpectacularAPIView):
 class ExplorerView(SpectacularSwaggerView):
     content_negotiation_class = DefaultContentNegotiation
 
+    @extend_schema(exclude=True)
+    def get(self, request, *args, **kwargs):
+        # drf-spectacular opens this page to cross-origin openers (for OAuth2 pop-ups, which
+        # we do not use); it is where users paste their API key, so isolate it like our pages.
+        response = super().get(request, *args, **kwargs)
+        response["Cross-Origin-Opener-Policy"] = "same-origin"
+        return response
+
 
 def handler404(request, exception=None):
     """Django's 404 for anything no route matched: the envelope on API paths, a page elsewhere."""

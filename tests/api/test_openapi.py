@@ -3,18 +3,14 @@
 import re
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.urlconf import url_routes
 
 
-def _api_routes(patterns=None, prefix=""):
-    for entry in patterns if patterns is not None else get_resolver().url_patterns:
-        if isinstance(entry, URLResolver):
-            yield from _api_routes(entry.url_patterns, prefix + str(entry.pattern))
-        elif isinstance(entry, URLPattern):
-            route = prefix + str(entry.pattern)
-            if route.startswith("api/v1/") and "(?P<rest>" not in route and route not in (
-                    "api/v1/schema", "api/v1/docs"):
-                yield "/" + route
+def _api_routes():
+    for route in url_routes():
+        if route.startswith("api/v1/") and "(?P<rest>" not in route and route not in ("api/v1/schema", "api/v1/docs"):
+            yield "/" + route
 
 
 def _as_openapi_path(route: str) -> str:

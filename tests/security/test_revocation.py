@@ -1,0 +1,140 @@
+"""A revoked key is refused at once: on the very next request, on every route, whichever
+way it was revoked, on every server process.
+
+Already proven elsewhere and not repeated here: one route in-process
+(tests/accounts/test_api_keys.py::test_a_key_authenticates_and_revoking_it_gives_401_on_the_next_request),
+an open SSE stream closing on revoke and a stream token dying with its key
+(tests/streaming/test_sse.py). Added here: every API route and the SSE connect, warm in
+the cache when revoked, revoked by the service, the web page and the staff command, and
+(full mode) two daphne processes refusing a key revoked by a third process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from accounts.services import api_key_revoke
+from config.api.errors import Unauthorized
+from streaming.sse_auth import _authorize
+from tests.integration.servers import ROOT, daphne_processes, database_url_for
+
+from .conftest import api_paths
+
+BODIES = {
+    "/api/v1/streams": {"exchange": "binance", "base": "BTC", "quote": "USDT"},
+    "/api/v1/streams/binance/BTC/USDT/snapshot": {"metrics": ["trade"], "granularity": "hour"},
+    "/api/v1/market/": {"exchange": "binance", "symbol": "BTC-USDT", "start": "2024-01-01", "end": "2024-01-02"},
+}
+
+
+def keyed_operations() -> list[tuple[str, str]]:
+    """(method, path) of every API operation that takes a key, from the URLconf."""
+    from django.urls import resolve
+
+    operations = []
+    for path in api_paths():
+        view = resolve(path).func
+        cls = getattr(view, "view_class", None) or getattr(view, "cls", None)
+        if cls is None or not getattr(cls, "authentication_classes", None) or "schema" in path or "docs" in path:
+            continue
+        methods = [m for m in ("get", "post", "delete") if hasattr(cls, m)]
+        operations += [(method, path) for method in methods]
+    return operations
+
+
+def call(client, method: str, path: str):
+    body = next((b for prefix, b in BODIES.items() if path.startswith(prefix)), None)
+    if method == "post":
+        return client.post(path, body or {}, format="json")
+    return getattr(client, method)(path)
+
+
+def revoke_by_service(customer, key):
+    api_key_revoke(api_key=key.api_key)
+
+
+def revoke_on_the_web_page(customer, key):
+    assert customer.web().post(f"/account/keys/{key.api_key.pk}/revoke/").status_code == 302
+
+
+def revoke_by_staff_command(customer, key):
+    call_command("apikey", customer.email, "--revoke", key.api_key.display)
+
+
+@pytest.mark.parametrize("revoke", [revoke_by_service, revoke_on_the_web_page, revoke_by_staff_command])
+def test_a_warm_key_is_refused_on_every_route_on_the_next_request_after_revocation(
+        two_customers, client_for, revoke):
+    a, _ = two_customers
+    operations = keyed_operations()
+    assert len(operations) >= 14, operations
+    doomed, other = a.keys[1], a.keys[0]
+    client = client_for(doomed.plaintext)
+    _authorize(f"Bearer {doomed.plaintext}", None, "binance", "BTC", "USDT", None)  # the SSE connect
+    for method, path in operations:  # every route answers the key, and its cache entry is warm
+        assert call(client, method, path).status_code != 401, (method, path)
+
+    revoke(a, doomed)
+
+    for method, path in operations:
+        response = call(client, method, path)
+        assert response.status_code == 401, (method, path, response.status_code)
+        assert response.json()["error"]["code"] == "unauthorized"
+    with pytest.raises(Unauthorized):
+        _authorize(f"Bearer {doomed.plaintext}", None, "binance", "BTC", "USDT", None)
+    # the account's other key is untouched
+    assert client_for(other.plaintext).get("/api/v1/me/usage").status_code == 200
+
+
+def test_a_revoked_key_stays_refused_when_its_cache_entry_is_gone(two_customers, client_for):
+    """After the tombstone expires (or Redis is flushed) the database still says revoked."""
+    from django.core.cache import cache
+
+    from accounts import key_cache
+    from accounts.services import key_cache_name
+
+    a, _ = two_customers
+    client = client_for(a.key)
+    assert client.get("/api/v1/me/usage").status_code == 200
+    api_key_revoke(api_key=a.keys[0].api_key)
+    key_cache.store().delete(key_cache_name(a.keys[0].api_key.lookup_id))
+    cache.clear()
+    assert client.get("/api/v1/me/usage").status_code == 401
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_key_revoked_by_another_process_is_refused_at_once_by_every_server_process(two_customers):
+    a, _ = two_customers
+    doomed, other = a.keys[1], a.keys[0]
+    env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
+    with daphne_processes(2, env=env) as urls:
+        clients = [httpx.Client(base_url=url, timeout=30) for url in urls]
+        try:
+            for http in clients:  # warm on both processes
+                for _ in range(2):
+                    assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed.plaintext}"}
+                                    ).status_code == 200
+            result = subprocess.run(
+                [sys.executable, "manage.py", "apikey", a.email, "--revoke", doomed.api_key.display],
+                cwd=ROOT, env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.integration.settings", **env},
+                capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, result.stderr
+            for http in clients:
+                refused = http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed.plaintext}"})
+                assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+                stream = http.get("/api/v1/streams/binance/BTC/USDT/events",
+                                  headers={"Authorization": f"Bearer {doomed.plaintext}"})
+                assert stream.status_code == 401
+                assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {other.plaintext}"}
+                                ).status_code == 200
+        finally:
+            for http in clients:
+                http.close()
