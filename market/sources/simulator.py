@@ -1260,6 +1260,8 @@ def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: S
         del p["size_ratios"][p["layers"]:]
         del p["add_fracs"][p["layers"]:]
         del p["cancel_fracs"][p["layers"]:]
+        # DETECTION.md's large add is also >= 15 % of the side's top-20 depth
+        p["depth_share"] = round(_lu(rng, 0.03, 0.1) if miss == "size_ratio" else _lu(rng, 0.17, 0.4), 3)
         span = [p["build_ms"], p["hold_ms"], p["collapse_ms"]]
     elif kind == "flipping":
         mode = "aggressive" if rng.random() < 0.5 else "mirror"
@@ -1273,6 +1275,7 @@ def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: S
                  cancel_fraction=round(rng.uniform(0.4, 0.65) if miss == "cancel_fraction" else rng.uniform(0.85, 1.0), 3),
                  flip_latency_ms=int(_lu(rng, 2500, 6000) if miss == "flip_latency_ms" else _lu(rng, 20, 700)),
                  flip_mode=mode, flip_ratio=round(flip_ratio, 3), mirror_rest_ms=int(_lu(rng, 1000, 15000)))
+        p["depth_share"] = round(_lu(rng, 0.03, 0.1) if miss == "size_ratio" else _lu(rng, 0.17, 0.4), 3)
         span = [0, p["life_ms"], p["flip_latency_ms"]]
     elif kind in ("vacuuming", "two_sided_pull", "sweep"):
         levels = rng.randint(3, 10)
@@ -1396,7 +1399,8 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
             def add(d=d, ratio=ratio):
                 touch = blk.best(is_bid)
-                orders.append(blk.place(is_bid, touch + sign_in * d, ratio * blk.typical_lots(is_bid, d)))
+                orders.append(blk.place(is_bid, touch + sign_in * d, max(
+                    ratio * blk.typical_lots(is_bid, d), p.get("depth_share", 0.0) * blk.top_depth(is_bid, 20))))
 
             at(start + p["add_fracs"][i] * build, add)
         if p.get("opposite_trade"):
@@ -1414,8 +1418,9 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
         def add():
             touch = blk.best(is_bid)
-            box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"],
-                                 p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"])))
+            box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"], max(
+                p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"]),
+                p.get("depth_share", 0.0) * blk.top_depth(is_bid, 20))))
 
         def cancel():
             if box:
