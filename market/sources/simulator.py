@@ -923,6 +923,13 @@ class _Block:
         self.set_level(is_bid, tk, level + lots)
         return order
 
+    def queue_ahead(self, order: _Order) -> int:
+        """Lots a market order must take before it reaches `order`: the better levels of its
+        side and the queue ahead of it at its own price."""
+        if order.is_bid:
+            return sum(self.bids[t] for t in self.bk if t > order.tick) + order.ahead
+        return sum(self.asks[t] for t in self.ak if t < order.tick) + order.ahead
+
     def pull(self, order: _Order, fraction: float = 1.0) -> int:
         """Cancel a fraction of what remains of a tracked order; returns lots cancelled."""
         x = order.rem if fraction >= 1.0 else int(round(order.rem * fraction))
@@ -1512,9 +1519,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                 if not box or box[0].rem <= 0:
                     return
                 o = box[0]
-                keys = blk.bk if is_bid else blk.ak
-                book = blk.bids if is_bid else blk.asks
-                ahead = sum(book[t] for t in keys if (t > o.tick if is_bid else t < o.tick)) + o.ahead
+                ahead = blk.queue_ahead(o)
                 want = o.orig * p["fill_fraction"] * (i + 1) / n - o.filled
                 if want > 0:
                     blk.market(not is_bid, int(ahead + want) + 1, keep_levels=1)
@@ -1563,10 +1568,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                 o = box[-1]
                 if o.rem <= 0:
                     return
-                keys = blk.bk if is_bid else blk.ak
-                book = blk.bids if is_bid else blk.asks
-                ahead = sum(book[t] for t in keys if (t > o.tick if is_bid else t < o.tick)) + o.ahead
-                blk.market(not is_bid, int(ahead + o.rem), keep_levels=1)
+                blk.market(not is_bid, int(blk.queue_ahead(o) + o.rem), keep_levels=1)
 
             def refill():
                 if box:
