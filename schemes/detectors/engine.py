@@ -16,6 +16,7 @@ last 30 minutes again and drop events whose `key` was already published.
 from __future__ import annotations
 
 import pickle
+from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Quote, Trade
@@ -185,8 +186,6 @@ class DetectorEngine:
             self._mid_px.append(m)
 
     def mid_at(self, ts: int) -> float | None:
-        from bisect import bisect_right
-
         i = bisect_right(self._mid_ts, ts) - 1
         if i < 0:
             return self._mid_px[0] if self._mid_px else None
@@ -215,8 +214,6 @@ class DetectorEngine:
                     self._by_price.setdefault((side, r.price), []).append(r)
         if len(self._mid_ts) > 4000:
             lim2 = ts - 60_000
-            from bisect import bisect_left
-
             i = bisect_left(self._mid_ts, lim2)
             del self._mid_ts[:i]
             del self._mid_px[:i]
