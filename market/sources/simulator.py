@@ -773,6 +773,7 @@ _IMPACT_FLOW = 0.15  # kick of one typical market order, in per-second sigmas
 _TAKE_STALE = 0.12  # share of orders run over by the fair price that are traded, not cancelled
 _ADD_BIAS = 1.5  # adds at level index n_levels * u ** _ADD_BIAS: more near the touch
 _FOLLOW = 0.12  # chance per event that a market maker re-quotes a touch left behind
+_FOLLOW_MS = 500  # how often a depth episode moves orders the touch left behind back into view
 _ADD_SIZE = 0.55  # median add, relative to the median level size at that distance
 _INF = float("inf")
 
@@ -1472,6 +1473,25 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
         for i in range(p["chunks"]):
             at(start + p["chunk_fracs"][i] * build, lambda i=i: chunk(i))
+
+        def follow_touch():
+            # Whoever shows the depth wants it seen: an order the touch has left behind
+            # (outside the side's ten best levels, where the imbalance it causes pushes
+            # price) is moved back to its level index, as a pegged order would be.
+            for s in sides:
+                keys = blk.bk if s else blk.ak
+                if len(keys) <= 10:
+                    continue
+                edge = keys[-10] if s else keys[9]
+                for i, o in enumerate(placed[s]):
+                    if o.rem > 0 and (o.tick < edge if s else o.tick > edge):
+                        lots = blk.pull(o)
+                        if lots > 0:
+                            k = min(p["chunk_levels"][i], len(keys) - 1)
+                            placed[s][i] = blk.place(s, keys[-1 - k] if s else keys[k], lots)
+
+        for t_follow in range(start + build + _FOLLOW_MS, collapse, _FOLLOW_MS):
+            at(t_follow, follow_touch)
         if kind == "sweep":
             def sweep():
                 s = is_bid

@@ -33,6 +33,7 @@ LARGE_DEPTH_SHARE = 0.06
 BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of a large order's remainder is its own
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
 RECORD_TTL_MS = 45_000
+MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull
 
 # Confidence = 0.95 * sum(w * ramp(feature)) / sum(w), per scheme. Ramps are linear
 # between (lo, hi) and clipped to 0..1 (see RAMPS); a feature missing for a scheme has no weight.
@@ -290,6 +291,8 @@ class DetectorEngine:
                     r.closed = True
             if ch.new <= 0:
                 del by_price[(ch.side, ch.price)]
+        if pulled:
+            pulled = self._without_moves(pulled, changes)
         out = []
         if self.layering.pending:
             out.extend(self.layering.poll(self, ts))
@@ -302,6 +305,25 @@ class DetectorEngine:
         if self.flipping.watches:
             out.extend(self.flipping.on_changes(self, changes, ts))
         return out
+
+    @staticmethod
+    def _without_moves(pulled: list, changes) -> list:
+        """Drop the pulls that were moves: when the same update adds at least
+        MOVED_SHARE of the pulled quantity back on the same side, the orders were re-priced
+        (a peg following the touch, a quote refresh), not withdrawn. The moved orders are
+        spent; their new places are new large adds."""
+        keep = []
+        for side in ("bid", "ask"):
+            mine = [r for r in pulled if r.side == side]
+            if not mine:
+                continue
+            added = sum(ch.added for ch in changes if ch.side == side and ch.added > 0)
+            if added >= MOVED_SHARE * sum(r.cancelled for r in mine):
+                for r in mine:
+                    r.used = True
+            else:
+                keep.extend(mine)
+        return keep
 
     # -- event building --------------------------------------------------------------------
     def make_event(self, scheme, side, ts, price, recs, *, t_collapse, t_collapse_end, build_start=None,
