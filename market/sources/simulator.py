@@ -698,6 +698,7 @@ class SimulatorSource:
                 vals["var_excess"] = max(0.0, (bar.price_variance - path_var) / (path_mean * path_mean))
             else:
                 vals["ext"] = vals["var_excess"] = 0.0
+            vals["top10"] = _median_top10_lots(events, lot) / blk.level_lots
             for key, v in vals.items():
                 acc[key] = acc.get(key, 0.0) + v
             n += 1
@@ -706,6 +707,35 @@ class SimulatorSource:
         cal["buy_share"] = min(0.55, max(0.45, cal["buy_share"]))
         self._paths[("calibration", prof.key)] = cal
         return cal
+
+
+def _median_top10_lots(events: list, lot: float) -> float:
+    """Median top-10 depth of a side, in lots, sampled every second of a block's events
+    (both sides): the side's usual depth, as a rolling baseline of the book would see it."""
+    books = ({}, {})
+    samples = []
+    next_ms = None
+    for ev in events:
+        if isinstance(ev, BookSnapshot):
+            books = (dict(ev.bids), dict(ev.asks))
+        elif isinstance(ev, BookDelta):
+            for book, levels in zip(books, (ev.bids, ev.asks)):
+                for px, q in levels:
+                    if q > 0:
+                        book[px] = q
+                    else:
+                        book.pop(px, None)
+        else:
+            continue
+        if next_ms is None:
+            next_ms = ev.ts_ms
+        if ev.ts_ms >= next_ms:
+            next_ms += SECOND_MS
+            for book, best_first in zip(books, (True, False)):
+                top = sorted(book, reverse=best_first)[:10]
+                samples.append(sum(book[px] for px in top) / lot)
+    samples.sort()
+    return samples[len(samples) // 2] if samples else 0.0
 
 
 def _grid_distances(c: float, hs: float, d_max: float) -> list:
@@ -1167,7 +1197,6 @@ class _Block:
         self.cb.clear()
         self.ca.clear()
         self.depth0 = max(1, (self.depth_b + self.depth_a) // 2)
-        self.top10_0 = {True: self.top_depth(True), False: self.top_depth(False)}
         self.max_levels = int(1.1 * (len(self.bk) + len(self.ak)) / 2) + 2
         px, qty = self.px, self.qty
         self.out.append(BookSnapshot(
@@ -1462,9 +1491,11 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
         def chunk(i):
             for s in sides:
                 if s not in state:
-                    # the multiplier is of the side's usual top-10 depth (the fresh book's),
-                    # not of a book that happens to be thin right now
-                    state[s] = max(blk.top_depth(s), blk.top10_0[s]) * (p["depth_multiplier"] - 1.0) / p["chunks"]
+                    # the side's top-10 depth becomes depth_multiplier x its usual depth (what a
+                    # rolling baseline of the book sees), however thin or deep it is right now
+                    usual = blk.src._calibration(blk.prof)["top10"] * blk.level_lots
+                    m = p["depth_multiplier"]
+                    state[s] = max((m - 1.0) * usual, m * usual - blk.top_depth(s)) / p["chunks"]
                 # on the chunk_levels[i]-th visible level of the side: inside its top 10
                 keys = blk.bk if s else blk.ak
                 k = min(p["chunk_levels"][i], len(keys) - 1)
@@ -1516,11 +1547,15 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
                     # price moves into the gap: takers clear the two levels left at the
                     # touch, and the fair price follows (at least a few ticks, so that
                     # the move shows on coarse-tick pairs too)
-                    keys, book = (blk.bk, blk.bids) if is_bid else (blk.ak, blk.asks)
-                    near = keys[-2:] if is_bid else keys[:2]
-                    blk.market(not is_bid, sum(book[t] for t in near) + 1)
                     size = max(p["kick_sigma"] * blk.sig_s * math.sqrt(5.0), 3.0 / blk.r)
                     blk.impact += (-1 if is_bid else 1) * size
+                    # ... and every level the new fair price has passed, the remnants of
+                    # the pulled orders included (they would otherwise pin the book)
+                    fair = blk.r * math.exp((-1 if is_bid else 1) * size)
+                    keys, book = (blk.bk, blk.bids) if is_bid else (blk.ak, blk.asks)
+                    passed = [t for t in keys[-20:] if t > fair] if is_bid else [t for t in keys[:20] if t < fair]
+                    near = keys[-2:] if is_bid else keys[:2]
+                    blk.market(not is_bid, sum(book[t] for t in set(near) | set(passed)) + 1)
 
                 at(end + 150, kick)  # the move follows the pull
 
