@@ -6,7 +6,7 @@ from __future__ import annotations
 
 # thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
 FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
-FLIP_MIN_DEPTH_SHARE = 0.1  # ... and this share of the side's top-20 depth (15 % less noise)
+FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth (DETECTION.md's 15 %)
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull

@@ -13,16 +13,18 @@ VAC_MIN_REST_MS = 1_500  # elevated at least this long before the pull (2 s less
 VAC_MAX_REST_MS = 45_000  # longer-lived walls are patient orders, not vacuuming
 VAC_WINDOW_MS = 700  # the pull happens within this window (the peak is at most this old)
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
-VAC_MIN_DROP = 0.3  # ... and by >= this share of the baseline
+VAC_MIN_DROP = 0.6  # ... and by >= this share of the baseline (measured when the last cancel came)
 VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
 VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
-VAC_MIN_CANCELLED = 0.45  # cancelled in the pull >= this share of the side's baseline top-10 depth
+VAC_MIN_CANCELLED = 0.6  # cancelled in the pull >= this share of the side's baseline top-10 depth
 VAC_MIN_CANCELS = 4  # in at least this many cancels
 VAC_PULL_SPAN_MS = 600  # the cancels that removed the depth came within this span
 VAC_CANCEL_SHARE = 0.5  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
-VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull)
+VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull) ...
+VAC_OTHER_SIDE_MS = 1_000  # ... within this time of the peak (later cancels there are the book's own flow)
 VAC_COOLDOWN_MS = 5_000
+VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
@@ -47,10 +49,14 @@ class _Side:
 class _Pending:
     """A pull that met every test but the last: price has to move into the gap."""
 
-    __slots__ = ("side", "deadline", "mid0", "args", "other_cancelled_from", "other_depth")
+    __slots__ = ("side", "deadline", "mid0", "args", "other_cancelled_from", "other_depth", "watch_other_until",
+                 "deferred")
 
-    def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth):
+    def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth, watch_other_until, deferred):
         self.side, self.deadline, self.mid0, self.args = side, deadline, mid0, args
+        self.watch_other_until = watch_other_until
+        # layering's shape: its large orders stay free for layering until the move confirms us
+        self.deferred = deferred
         # the other side's cancel total before the pull, and its depth: if it is pulled
         # too while we wait for the move, it was a two-sided withdrawal
         self.other_cancelled_from, self.other_depth = other_cancelled_from, other_depth
@@ -83,12 +89,17 @@ class VacuumingDetector:
         tick = eng.tracker.tick or 0.0
         for p in self.pending:
             other = self.sides["ask" if p.side == "bid" else "bid"]
-            if other.cancelled_total - p.other_cancelled_from > VAC_OTHER_SIDE * p.other_depth:
+            if ts <= p.watch_other_until and \
+                    other.cancelled_total - p.other_cancelled_from > VAC_OTHER_SIDE * p.other_depth:
                 continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
                 need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * p.mid0)
                 moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
                 if moved >= need - 1e-12:
+                    if p.deferred and any(r.used for r in p.args["recs"]):
+                        continue  # layering took the collapse first
+                    for r in p.args["recs"]:
+                        r.used = True
                     p.args["extra_collapse"]["move_into_gap_sigma"] = round(
                         moved / (eng.base.sigma_ret * p.mid0), 3) if eng.base.sigma_ret else None
                     out.append(eng.make_event(ts=ts, **p.args))
@@ -146,27 +157,34 @@ class VacuumingDetector:
             peak_ts, peak = max(hist, key=lambda x: x[1])
             if peak < VAC_PEAK * base:
                 continue
-            drop = peak - d
-            if drop < VAC_DROP_OF_EXCESS * (peak - base) or drop < VAC_MIN_DROP * base:
-                continue
-            rest = (st.elev_end or ts) - st.elev_start
-            if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
-                continue
             canc = ex = 0.0
             n_cancels = 0
             by_level: dict = {}
             first_cancel = last_cancel = None
             biggest = 0.0
             for t, c, e, px in st.flow:
-                if t >= peak_ts:
+                if t >= peak_ts and c > 0:
+                    n_cancels += 1
+                    first_cancel = t if first_cancel is None else first_cancel
+                    last_cancel = t
+            if last_cancel is None:
+                continue
+            for t, c, e, px in st.flow:
+                # trades after the last cancel are price moving into the gap, not the pull
+                if peak_ts <= t <= last_cancel:
                     canc += c
                     ex += e
                     if c > 0:
-                        n_cancels += 1
-                        first_cancel = t if first_cancel is None else first_cancel
-                        last_cancel = t
                         biggest = max(biggest, c)
                     by_level[px] = by_level.get(px, 0.0) + c
+            # the depth the pull left (before takers moved into the gap)
+            d_pull = next((x for t, x in reversed(hist) if t <= last_cancel), d)
+            drop = peak - d_pull
+            if drop < VAC_DROP_OF_EXCESS * (peak - base) or drop < VAC_MIN_DROP * base:
+                continue
+            rest = (st.elev_end or ts) - st.elev_start
+            if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
+                continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
             if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc:
@@ -186,19 +204,22 @@ class VacuumingDetector:
             recs = [r for r in eng.records[side] if r.t_add >= st.elev_start - 1000 and not r.used]
             scale = eng.tracker.scale
             prices = [r.price for r in recs]
-            if len(prices) >= 3 and len(set(prices)) == len(prices) and \
-                    min(r.dist_ticks for r in recs) >= 0.5 * scale:
-                continue  # a few distinct large orders behind the touch: layering's, not ours
+            # a few distinct large orders behind the touch have layering's shape: they are
+            # ours only if price moves into the gap before layering judges the collapse
+            layer_shaped = len(prices) >= 3 and len(set(prices)) == len(prices) and \
+                min(r.dist_ticks for r in recs) >= 0.5 * scale
             st.cooldown = ts + VAC_COOLDOWN_MS
             st.last_event_ts = ts
-            for r in recs:
-                r.used = True
+            if not layer_shaped:
+                for r in recs:
+                    r.used = True
             touch = eng.tracker.best(side)
             other_state = self.sides[other]
-            self.pending.append(_Pending(side, ts + VAC_MOVE_MS, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
+            deadline = ts + (VAC_LAYER_SHAPED_MOVE_MS if layer_shaped else VAC_MOVE_MS)
+            self.pending.append(_Pending(side, deadline, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts,
-                extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d, 12),
+                extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
                                 "levels_pulled": len(by_level), "cancels": n_cancels,
                                 "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
                                 "biggest_cancel_qty": round(biggest, 12),
@@ -209,7 +230,8 @@ class VacuumingDetector:
                                 "other_side_drop": round((opeak - od) / opeak, 4) if opeak else 0.0},
                 features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
                           "removed": drop / peak if peak else 0.0}),
-                other_state.cancelled_total - other_cancelled, opeak))
+                other_state.cancelled_total - other_cancelled, opeak, peak_ts + VAC_OTHER_SIDE_MS,
+                layer_shaped))
         if self.pending:
             out.extend(self._confirm(eng, ts))
         return out

@@ -386,3 +386,30 @@ def test_synthesized_minute_bars_resemble_event_built_ones():
 def test_synthesize_rejects_unknown_granularity():
     with pytest.raises(ValueError):
         SimulatorSource().synthesize_bars(BTC, T0, T0 + HOUR_MS, "week")
+
+
+def test_a_resting_vacuuming_episode_keeps_its_depth_in_view_and_price_moves_into_the_gap():
+    # a long rest: the imbalance the depth causes moves price, and the orders follow the touch
+    ep = Episode("vacuuming", "ask", None, T0 + 5_000, T0 + 30_000, T0 + 30_300,
+                 {"depth_multiplier": 3.0, "pull_fraction": 0.9, "levels": 5, "build_ms": 2_000, "kick_sigma": 2.0})
+    events = list(SimulatorSource(seed=16, episodes=[ep]).events(BTC, T0, T0 + MINUTE_MS))
+    quiet = list(SimulatorSource(seed=16).events(BTC, T0, T0 + MINUTE_MS))
+
+    def book_at(evs, ts):
+        b = BarBuilder(BTC)
+        for e in evs:
+            if e.ts_ms > ts:
+                break
+            b.feed(e)
+        return b.book()
+
+    def mid(book):
+        bids, asks = book
+        return (bids[0][0] + asks[0][0]) / 2
+
+    _bids, asks = book_at(events, ep.collapse_start_ms - 1)
+    _bids, quiet_asks = book_at(quiet, ep.collapse_start_ms - 1)
+    assert sum(q for _p, q in asks[:10]) > 1.5 * sum(q for _p, q in quiet_asks[:10]), \
+        "the ten best asks are still far deeper than without the episode when pulled"
+    assert mid(book_at(events, ep.end_ms + 1_000)) > mid(book_at(events, ep.collapse_start_ms - 1)), \
+        "price moved up into the pulled asks' gap"

@@ -122,6 +122,44 @@ def test_vacuuming_pulled_bids_point_down():
     assert out[0].collapse["depth_drop"] > 0
 
 
+def test_layers_moved_to_follow_the_touch_are_not_a_collapse():
+    eng, t = warm_engine()
+    evs = layering_events(t, "ask")[:5]  # four large asks 2..5 ticks behind the touch
+    # each update takes one layer away and puts the same quantity back on another ask level:
+    # re-priced (a peg following the touch), not withdrawn
+    for i, (old, new) in enumerate([(10004, 10008), (10005, 10009), (10006, 10010), (10007, 10011)]):
+        evs.append(BookDelta(t + 7000 + 100 * i, asks=((px(old), 10.0), (px(new), 110.0))))
+    evs.append(Trade(t + 8500, px(10002), 1.0, "buy"))
+    assert run(eng, evs) == []
+
+
+def layer_shaped_vacuum_events(t, move_into_gap):
+    """Four large bids 1..4 ticks behind the touch (layering's shape), pulled together."""
+    evs = [snapshot(t)]
+    for i, tk in enumerate([9999, 9998, 9997, 9996]):
+        evs.append(BookDelta(t + 1000 + 200 * i, bids=((px(tk), 110.0),)))
+    for i, tk in enumerate([9999, 9998, 9997, 9996]):
+        evs.append(BookDelta(t + 6000 + 100 * i, bids=((px(tk), 10.0),)))
+    if move_into_gap:  # sellers take the touch and the next levels at once
+        evs.append(Trade(t + 6450, px(10000), 10.0, "sell"))
+        evs.append(Trade(t + 6450, px(9999), 10.0, "sell"))
+        evs.append(BookDelta(t + 6450, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    evs.append(Trade(t + 7500, px(10002), 1.0, "buy"))
+    return evs
+
+
+def test_a_pull_shaped_like_layers_is_vacuuming_when_price_moves_into_the_gap_at_once():
+    eng, t = warm_engine()
+    out = run(eng, layer_shaped_vacuum_events(t, move_into_gap=True))
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("vacuuming", "bid", "down")]
+
+
+def test_a_pull_shaped_like_layers_without_a_move_is_left_to_layering():
+    eng, t = warm_engine()
+    out = run(eng, layer_shaped_vacuum_events(t, move_into_gap=False))
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("layering", "bid", "up")]
+
+
 def test_two_sided_pull_is_not_flagged():
     eng, t = warm_engine()
     assert run(eng, vacuum_events(t, two_sided=True)) == []
