@@ -698,7 +698,7 @@ class SimulatorSource:
                 vals["var_excess"] = max(0.0, (bar.price_variance - path_var) / (path_mean * path_mean))
             else:
                 vals["ext"] = vals["var_excess"] = 0.0
-            vals["top10"] = _median_top10_lots(events, lot) / blk.level_lots
+            vals["top10"] = _median_top10_lots(events, prof.pair, lot) / blk.level_lots
             for key, v in vals.items():
                 acc[key] = acc.get(key, 0.0) + v
             n += 1
@@ -709,31 +709,24 @@ class SimulatorSource:
         return cal
 
 
-def _median_top10_lots(events: list, lot: float) -> float:
+def _median_top10_lots(events: list, pair: PairRef, lot: float) -> float:
     """Median top-10 depth of a side, in lots, sampled every second of a block's events
     (both sides): the side's usual depth, as a rolling baseline of the book would see it."""
-    books = ({}, {})
+    from market.sources.bar_builder import BarBuilder  # local: keeps the import graph flat
+
+    replay = BarBuilder(pair)
     samples = []
     next_ms = None
     for ev in events:
-        if isinstance(ev, BookSnapshot):
-            books = (dict(ev.bids), dict(ev.asks))
-        elif isinstance(ev, BookDelta):
-            for book, levels in zip(books, (ev.bids, ev.asks)):
-                for px, q in levels:
-                    if q > 0:
-                        book[px] = q
-                    else:
-                        book.pop(px, None)
-        else:
+        replay.feed(ev)
+        if not isinstance(ev, (BookSnapshot, BookDelta)):
             continue
         if next_ms is None:
             next_ms = ev.ts_ms
         if ev.ts_ms >= next_ms:
             next_ms += SECOND_MS
-            for book, best_first in zip(books, (True, False)):
-                top = sorted(book, reverse=best_first)[:10]
-                samples.append(sum(book[px] for px in top) / lot)
+            for levels in replay.book():
+                samples.append(sum(q for _p, q in levels[:10]) / lot)
     samples.sort()
     return samples[len(samples) // 2] if samples else 0.0
 
