@@ -28,6 +28,7 @@ VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if pric
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
+VAC_MAX_CANCEL_SHARE = 0.35  # and no single cancel took more than this share of it
 
 
 class _Side:
@@ -187,7 +188,8 @@ class VacuumingDetector:
                 continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
-            if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc:
+            if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc \
+                    or biggest > VAC_MAX_CANCEL_SHARE * canc:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
             if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
                 continue  # not enough of the side's usual depth pulled, or pulled by one or two orders
