@@ -233,3 +233,17 @@ def test_deterministic_and_restorable():
     assert first + rest == out_a
     assert isinstance(pickle.loads(c.state()), DetectorEngine)
     assert all(isinstance(x, SchemeEvent) for x in b.feed_many([]))
+
+
+def test_one_large_cancel_among_small_ones_is_not_vacuuming():
+    """Elevated bids shed mostly in one large cancel (a big order pulled) are not a side's
+    depth being pulled, even though the rest went on three other levels."""
+    eng, t = warm_engine()
+    tks, extra = [10000, 9999, 9998, 9997], [150.0, 40.0, 40.0, 40.0]
+    evs = [snapshot(t)]
+    for i in range(4):
+        evs.append(BookDelta(t + 1000 + 300 * i, bids=((px(tks[i]), 10.0 + extra[i]),)))
+    for i in range(4):
+        evs.append(BookDelta(t + 6000 + 100 * i, bids=((px(tks[i]), 10.0),)))
+    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    assert [e for e in run(eng, evs) if e.scheme == "vacuuming"] == []
