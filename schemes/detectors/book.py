@@ -298,7 +298,7 @@ class LargeAdd:
     became of it: executed (after the queue ahead of it traded) and cancelled quantity."""
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
-                 "size_ratio", "depth_share", "t_first_cancel", "t_pulled", "pull_dist_ticks", "pull_emptied_touch", "closed",
+                 "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks", "pull_emptied_touch", "closed",
                  "used")
 
     def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share):
@@ -307,6 +307,7 @@ class LargeAdd:
         self.cancelled = 0.0
         self.dist_ticks, self.dist_scaled = dist_ticks, dist_scaled
         self.size_ratio, self.depth_share = size_ratio, depth_share
+        self.depth_share_now = depth_share  # of the side's top-20 depth as it stood (set by the engine)
         self.t_first_cancel = None
         self.t_pulled = None  # when cancelled reached half of qty
         self.pull_dist_ticks = None

@@ -253,6 +253,9 @@ class DetectorEngine:
                 if ch.added >= thr:
                     rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med,
                                    ch.added / base.med_depth20[ch.side] if base.med_depth20[ch.side] else 0.0)
+                    now20 = tr.top_depth(ch.side, 20) - ch.added
+                    if now20 > 0:
+                        rec.depth_share_now = ch.added / now20
                     self.records[ch.side].append(rec)
                     by_price.setdefault((ch.side, ch.price), []).append(rec)
                 continue

@@ -4,24 +4,26 @@ about the same size trades aggressively against that side or rests on the other 
 
 from __future__ import annotations
 
-# thresholds (calibrated on simulator seeds 1-10; see docs/DETECTION_METHOD.md)
+# thresholds (calibrated on simulator seeds 1-50; see docs/DETECTION_METHOD.md)
 FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
-FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth (DETECTION.md's 15 %)
+FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth as it stood (DETECTION.md's 15 %) ...
+FLIP_MIN_BASELINE_DEPTH_SHARE = 0.08  # ... and of its 30-minute median: a thin moment alone does not make it large
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
 FLIP_MIN_TAKER_SECONDS = 3.0  # ... and >= this many typical taker seconds
-FLIP_MIN_MIRROR = 0.5  # a mirror add >= this share of the pulled order
+FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
 # no trade confirms a mirror flip, and market makers moving their quotes look alike, so
-# the pulled order must weigh more: this share of its side's top-20 depth
+# the mirror must match the pulled order more closely (above) and the pulled order must
+# weigh more: this share of its side's 30-minute median top-20 depth
 FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
-FLIP_MAX_PULL_DIST_SCALED = 30.0  # the spoof may push price away from itself, but not this far
+FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, but not this far
 
 
 class _Watch:
@@ -49,7 +51,8 @@ class FlippingDetector:
     def on_pulled(self, eng, rec, ts: int) -> None:
         if rec.dist_scaled > FLIP_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return
-        if rec.size_ratio < FLIP_MIN_SIZE_RATIO or rec.depth_share < FLIP_MIN_DEPTH_SHARE:
+        if rec.size_ratio < FLIP_MIN_SIZE_RATIO or rec.depth_share_now < FLIP_MIN_DEPTH_SHARE \
+                or rec.depth_share < FLIP_MIN_BASELINE_DEPTH_SHARE:
             return
         if (rec.pull_dist_ticks or 0.0) / eng.tracker.scale > FLIP_MAX_PULL_DIST_SCALED:
             return  # price had long left the order behind: a stale quote withdrawn

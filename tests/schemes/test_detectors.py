@@ -14,19 +14,23 @@ def px(t):
     return round(t * TICK, 2)
 
 
-def book(bid_top=10000, ask_top=10002, n=30, q=10.0):
-    bids = tuple((px(bid_top - i), q) for i in range(n))
-    asks = tuple((px(ask_top + i), q) for i in range(n))
+def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None):
+    """Levels of q; from the sixth level on, of far_q if given."""
+    def size(i):
+        return q if far_q is None or i < 5 else far_q
+
+    bids = tuple((px(bid_top - i), size(i)) for i in range(n))
+    asks = tuple((px(ask_top + i), size(i)) for i in range(n))
     return bids, asks
 
 
-def warm_engine(minutes=3):
+def warm_engine(minutes=3, far_q=None):
     """An engine with baselines learnt on a calm book (levels of 10, a trade a second)."""
     eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
     evs = []
     for m in range(minutes):
         t = T0 + m * 60_000
-        bids, asks = book()
+        bids, asks = book(far_q=far_q)
         evs.append(BookSnapshot(t, bids, asks))
         for s in range(60):
             ts = t + s * 1000 + 500
@@ -101,6 +105,45 @@ def test_flipping_mirror_ask_spoof_pushes_down():
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "ask", "down")]
     assert out[0].collapse["flip_mode"] == "mirror"
+
+
+def aggressive_bid_flip(t, size, next_levels=10.0):
+    """A bid of `size` joins the touch (a level of 10), is pulled 3 s later, and 30 is sold
+    into the bids at once."""
+    return [BookDelta(t + 1000, bids=((px(10000), 10.0 + size),)),
+            BookDelta(t + 4000, bids=((px(10000), 10.0),)),
+            Trade(t + 4100, px(10000), 10.0, "sell"),
+            Trade(t + 4100, px(9999), 10.0, "sell"),
+            Trade(t + 4100, px(9998), 10.0, "sell"),
+            BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), next_levels - 10.0),
+                                      (px(9998), next_levels - 10.0)))]
+
+
+def test_flipping_weighs_the_order_against_the_book_as_it_stood():
+    """An order of 60 is small against a usual top-20 depth of 650 but 30 % of the book
+    when the deep levels have thinned out: what the market saw was a large order."""
+    eng, t = warm_engine(far_q=40.0)
+    bids, asks = book()  # the deep levels thin out to 10
+    out = run(eng, [BookSnapshot(t, bids, asks)] + aggressive_bid_flip(t, 60.0))
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
+
+
+def test_an_order_small_against_a_thick_book_is_not_flipping():
+    """40 is four typical levels and 20 % of the usual depth, but under 7 % of the book
+    as it stood, three times deeper than usual."""
+    eng, t = warm_engine()
+    bids, asks = book(q=30.0)
+    bids = ((px(10000), 10.0),) + bids[1:]
+    assert run(eng, [BookSnapshot(t, bids, asks)] + aggressive_bid_flip(t, 40.0, next_levels=30.0)) == []
+
+
+def test_a_mirror_much_smaller_than_the_pulled_order_is_not_flipping():
+    eng, t = warm_engine()
+    evs = [snapshot(t),
+           BookDelta(t + 1000, asks=((px(10003), 120.0),)),
+           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+           BookDelta(t + 3050, bids=((px(10001), 60.0),))]  # 55 % of the pulled 110
+    assert run(eng, evs) == []
 
 
 def vacuum_events(t, two_sided=False):
