@@ -11,14 +11,13 @@ VAC_ELEVATED = 1.2  # top-10 depth >= this x its 30-minute median counts as elev
 VAC_PEAK = 1.25  # the peak before the pull >= this x baseline (1.5 less measuring noise)
 VAC_MIN_REST_MS = 1_500  # elevated at least this long before the pull (2 s less the build's ramp)
 VAC_MAX_REST_MS = 45_000  # longer-lived walls are patient orders, not vacuuming
-VAC_WINDOW_MS = 700  # the pull happens within this window (the peak is at most this old)
+VAC_WINDOW_MS = 700  # the pull happens within this window (the peak and every cancel are at most this old)
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
 VAC_MIN_DROP = 0.6  # ... and by >= this share of the baseline (measured when the last cancel came)
 VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
 VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
 VAC_MIN_CANCELLED = 0.6  # cancelled in the pull >= this share of the side's baseline top-10 depth
-VAC_MIN_CANCELS = 4  # in at least this many cancels
-VAC_PULL_SPAN_MS = 600  # the cancels that removed the depth came within this span
+VAC_MIN_CANCELS = 3  # in at least this many cancels
 VAC_CANCEL_SHARE = 0.5  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
 VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull) ...
@@ -27,8 +26,7 @@ VAC_COOLDOWN_MS = 5_000
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
-VAC_MAX_LEVEL_SHARE = 0.6  # ... none of which held more than this share of it
-VAC_MAX_CANCEL_SHARE = 0.35  # and no single cancel took more than this share of it
+VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it
 
 
 class _Side:
@@ -188,13 +186,10 @@ class VacuumingDetector:
                 continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
-            if len(by_level) < VAC_MIN_LEVELS or max(by_level.values()) > VAC_MAX_LEVEL_SHARE * canc \
-                    or biggest > VAC_MAX_CANCEL_SHARE * canc:
+            if len(by_level) < VAC_MIN_LEVELS or biggest > VAC_MAX_CANCEL_SHARE * canc:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
             if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
                 continue  # not enough of the side's usual depth pulled, or pulled by one or two orders
-            if last_cancel - first_cancel > VAC_PULL_SPAN_MS:
-                continue  # cancels trickling in over a second: depth thinning out, not a pull
             other = "ask" if side == "bid" else "bid"
             oh = self.sides[other].hist
             od = eng.tracker.top_depth(other, 10)

@@ -120,9 +120,9 @@ def aggressive_bid_flip(t, size, next_levels=10.0):
 
 
 def test_flipping_weighs_the_order_against_the_book_as_it_stood():
-    """An order of 60 is small against a usual top-20 depth of 650 but 30 % of the book
-    when the deep levels have thinned out: what the market saw was a large order."""
-    eng, t = warm_engine(far_q=40.0)
+    """An order of 60 is 12 % of the usual top-20 depth of 500 but 30 % of the book when
+    the deep levels have thinned out: what the market saw was a large order."""
+    eng, t = warm_engine(far_q=30.0)
     bids, asks = book()  # the deep levels thin out to 10
     out = run(eng, [BookSnapshot(t, bids, asks)] + aggressive_bid_flip(t, 60.0))
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
@@ -163,6 +163,36 @@ def test_vacuuming_pulled_bids_point_down():
     out = run(eng, vacuum_events(t))
     assert [(e.scheme, e.side, e.direction) for e in out] == [("vacuuming", "bid", "down")]
     assert out[0].collapse["depth_drop"] > 0
+
+
+def uneven_vacuum_events(t, extra, pulls):
+    """Bids raised by extra[i] on the best levels, then cut back by (delay ms, level, qty)
+    pulls, and price moves into the gap."""
+    evs = [snapshot(t)]
+    depth = {}
+    for i, q in enumerate(extra):
+        depth[10000 - i] = 10.0 + q
+        evs.append(BookDelta(t + 1000 + 300 * i, bids=((px(10000 - i), depth[10000 - i]),)))
+    for delay, level, q in pulls:
+        depth[level] -= q
+        evs.append(BookDelta(t + 6000 + delay, bids=((px(level), depth[level]),)))
+    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    return evs
+
+
+def test_a_side_pulled_by_three_orders_is_vacuuming():
+    eng, t = warm_engine()
+    evs = uneven_vacuum_events(t, [55.0, 55.0, 50.0], [(0, 10000, 55.0), (200, 9999, 55.0), (400, 9998, 50.0)])
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("vacuuming", "bid")]
+
+
+def test_vacuuming_with_most_of_the_depth_on_one_level():
+    """Two orders of 50 at the touch and 30 on two levels behind it: no single order
+    dominates, so this is the side's depth being pulled."""
+    eng, t = warm_engine()
+    evs = uneven_vacuum_events(t, [100.0, 30.0, 30.0],
+                               [(0, 10000, 50.0), (100, 9999, 30.0), (200, 10000, 50.0), (300, 9998, 30.0)])
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("vacuuming", "bid")]
 
 
 def test_layers_moved_to_follow_the_touch_are_not_a_collapse():
