@@ -298,16 +298,17 @@ class LargeAdd:
     became of it: executed (after the queue ahead of it traded) and cancelled quantity."""
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
-                 "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks", "pull_emptied_touch", "closed",
-                 "used")
+                 "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks",
+                 "pull_emptied_touch", "closed", "used")
 
-    def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share):
+    def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share,
+                 depth_share_now):
         self.side, self.price, self.t_add, self.qty, self.ahead = side, price, t_add, qty, ahead
         self.executed = 0.0
         self.cancelled = 0.0
         self.dist_ticks, self.dist_scaled = dist_ticks, dist_scaled
-        self.size_ratio, self.depth_share = size_ratio, depth_share
-        self.depth_share_now = depth_share  # of the side's top-20 depth as it stood (set by the engine)
+        # of the side's top-20 depth: its 30-minute median, and as it stood when the order came
+        self.size_ratio, self.depth_share, self.depth_share_now = size_ratio, depth_share, depth_share_now
         self.t_first_cancel = None
         self.t_pulled = None  # when cancelled reached half of qty
         self.pull_dist_ticks = None

@@ -251,11 +251,10 @@ class DetectorEngine:
                     continue
                 thr = max(LARGE_LEVEL_MULT * med, LARGE_DEPTH_SHARE * base.med_depth20[ch.side])
                 if ch.added >= thr:
-                    rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med,
-                                   ch.added / base.med_depth20[ch.side] if base.med_depth20[ch.side] else 0.0)
+                    share = ch.added / base.med_depth20[ch.side] if base.med_depth20[ch.side] else 0.0
                     now20 = tr.top_depth(ch.side, 20) - ch.added
-                    if now20 > 0:
-                        rec.depth_share_now = ch.added / now20
+                    rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med, share,
+                                   ch.added / now20 if now20 > 0 else share)
                     self.records[ch.side].append(rec)
                     by_price.setdefault((ch.side, ch.price), []).append(rec)
                 continue
