@@ -158,7 +158,7 @@ class VacuumingDetector:
                 continue
             canc = ex = 0.0
             n_cancels = 0
-            by_level: dict = {}
+            levels: set = set()  # prices the pull touched
             first_cancel = last_cancel = None
             biggest = 0.0
             for t, c, e, px in st.flow:
@@ -175,7 +175,7 @@ class VacuumingDetector:
                     ex += e
                     if c > 0:
                         biggest = max(biggest, c)
-                    by_level[px] = by_level.get(px, 0.0) + c
+                    levels.add(px)
             # the depth the pull left (before takers moved into the gap)
             d_pull = next((x for t, x in reversed(hist) if t <= last_cancel), d)
             drop = peak - d_pull
@@ -186,7 +186,7 @@ class VacuumingDetector:
                 continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
-            if len(by_level) < VAC_MIN_LEVELS or biggest > VAC_MAX_CANCEL_SHARE * canc:
+            if len(levels) < VAC_MIN_LEVELS or biggest > VAC_MAX_CANCEL_SHARE * canc:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
             if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
                 continue  # not enough of the side's usual depth pulled, or pulled by one or two orders
@@ -217,7 +217,7 @@ class VacuumingDetector:
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts,
                 extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
-                                "levels_pulled": len(by_level), "cancels": n_cancels,
+                                "levels_pulled": len(levels), "cancels": n_cancels,
                                 "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
                                 "biggest_cancel_qty": round(biggest, 12),
                                 "depth_before_build_qty": round(st.before_elevation or 0.0, 12),
