@@ -299,13 +299,14 @@ class LargeAdd:
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
                  "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks",
-                 "pull_emptied_touch", "closed", "used")
+                 "pull_emptied_touch", "closed", "used", "largest_cancel")
 
     def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share,
                  depth_share_now):
         self.side, self.price, self.t_add, self.qty, self.ahead = side, price, t_add, qty, ahead
         self.executed = 0.0
         self.cancelled = 0.0
+        self.largest_cancel = 0.0  # the largest single cancel attributed to it
         self.dist_ticks, self.dist_scaled = dist_ticks, dist_scaled
         # of the side's top-20 depth: its 30-minute median, and as it stood when the order came
         self.size_ratio, self.depth_share, self.depth_share_now = size_ratio, depth_share, depth_share_now

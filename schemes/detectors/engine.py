@@ -281,6 +281,8 @@ class DetectorEngine:
                     take = min(canc, rem) if canc >= BIG_CANCEL_SHARE * rem else canc * rem / ch.old
                     if take > 0:
                         r.cancelled += take
+                        if take > r.largest_cancel:
+                            r.largest_cancel = take
                         canc -= take
                         if r.t_first_cancel is None:
                             r.t_first_cancel = ts

@@ -11,18 +11,25 @@ FLIP_MIN_BASELINE_DEPTH_SHARE = 0.11  # ... and of its 30-minute median: a thin 
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
+# ... most of it in one cancel: a spoof is withdrawn, not worn down by the queue's own cancels
+# (a busy book chips a large resting order away in many small cancels)
+FLIP_MIN_ONE_CANCEL = 0.65
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
-FLIP_MIN_TAKER_SECONDS = 3.0  # ... and >= this many typical taker seconds
+FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds (DETECTION.md's 3, raised: busy books
+# print 3-5 taker seconds within 800 ms of an unrelated pull)
 FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
 # no trade confirms a mirror flip, and market makers moving their quotes look alike, so
 # the mirror must match the pulled order more closely (above) and the pulled order must
 # weigh more: this share of its side's 30-minute median top-20 depth
 FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
+FLIP_MIN_MIRROR_TAKER_SECONDS = 12.0  # and the mirror itself >= this many typical taker seconds
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
+# ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
+FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
 FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, but not this far
 
 
@@ -58,13 +65,14 @@ class FlippingDetector:
             return  # price had long left the order behind: a stale quote withdrawn
         if ts - rec.t_add > FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
             return
-        if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty:
+        if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or rec.largest_cancel < FLIP_MIN_ONE_CANCEL * rec.qty:
             return
         if rec.pull_emptied_touch:
             return  # the whole best level went: price ran through it (a stale quote), no pull
         together = sum(1 for r in eng.records[rec.side]
                        if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
-                       and r.t_pulled is not None and ts - r.t_pulled <= 1000)
+                       and r.t_pulled is not None and ts - r.t_pulled <= 1000
+                       and r.largest_cancel >= FLIP_MIN_ONE_CANCEL * r.qty)
         if together >= 2:
             return  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
@@ -105,7 +113,8 @@ class FlippingDetector:
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
-                        and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks):
+                        and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks) \
+                        and ch.added >= FLIP_MIN_MIRROR_TAKER_SECONDS * eng.base.med_taker:
                     w.done = True
                     event = self._event(eng, w, ts, "mirror", ch.added, ts)
                     if event is not None:
@@ -114,9 +123,10 @@ class FlippingDetector:
 
     def _event(self, eng, w, ts, mode, flip_qty, flip_first):
         rec = w.rec
-        if eng.vacuuming.claims(rec.side, ts) or \
-                w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull - 700) \
-                >= FLIP_MAX_OTHERS_PULLED * rec.cancelled:
+        # cancels on the side's other levels in the 700 ms up to the pull (counted then) and after it
+        others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1)
+        if eng.vacuuming.claims(rec.side, ts) or (others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled
+                                                  and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * eng.base.med_depth10[rec.side]):
             return None  # other levels of the side were pulled with it: the side was vacuumed
         rec.used = True
         cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0

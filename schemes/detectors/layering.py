@@ -20,6 +20,7 @@ LAYER_MIN_REMOVED = 0.7  # cancelled share of the layers' quantity
 LAYER_MAX_EXECUTED = 0.1  # executed share of the layers' quantity
 LAYER_MIN_SIZE_RATIO = 6.0  # the layers' size-weighted mean x the typical level (5 x, less noise)
 LAYER_MIN_DEPTH_SHARE = 0.5  # together at least this share of the side's top-20 depth
+LAYER_MIN_ONE_CANCEL = 0.5  # a layer counts once half of it went in one cancel (pulled, not worn down)
 
 
 class _Collapse:
@@ -41,6 +42,8 @@ class LayeringDetector:
         """A large order was (mostly) cancelled: remember it; returns events of a collapse
         this pull closes on the same side."""
         if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
+            return []
+        if rec.largest_cancel < LAYER_MIN_ONE_CANCEL * rec.qty:
             return []
         if ts - rec.t_add > LAYER_MAX_HOLD_MS:
             return []

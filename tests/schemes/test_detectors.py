@@ -24,8 +24,9 @@ def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None):
     return bids, asks
 
 
-def warm_engine(minutes=3, far_q=None):
-    """An engine with baselines learnt on a calm book (levels of 10, a trade a second)."""
+def warm_engine(minutes=3, far_q=None, trade_q=1.0):
+    """An engine with baselines learnt on a calm book (levels of 10, a trade of trade_q a
+    second: the typical taker second)."""
     eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
     evs = []
     for m in range(minutes):
@@ -34,8 +35,8 @@ def warm_engine(minutes=3, far_q=None):
         evs.append(BookSnapshot(t, bids, asks))
         for s in range(60):
             ts = t + s * 1000 + 500
-            evs.append(Trade(ts, px(10002), 1.0, "buy"))
-            evs.append(BookDelta(ts, (), ((px(10002), 9.0),)))
+            evs.append(Trade(ts, px(10002), trade_q, "buy"))
+            evs.append(BookDelta(ts, (), ((px(10002), 10.0 - trade_q),)))
             evs.append(BookDelta(ts + 100, (), ((px(10002), 10.0),)))
     out = eng.feed_many(evs)
     assert out == []
@@ -146,6 +147,68 @@ def test_a_mirror_much_smaller_than_the_pulled_order_is_not_flipping():
     assert run(eng, evs) == []
 
 
+def test_an_order_worn_down_by_small_cancels_is_not_flipping():
+    """A large bid that loses four small slices (the queue's own cancels) and then its
+    last half was not pulled in one go: no flip, though 30 is then sold into the bids."""
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),))]
+    evs += [BookDelta(t + 1500 + 400 * k, bids=((px(10000), 115.0 - 15.0 * k),)) for k in range(4)]
+    evs += aggressive_bid_flip(t, 120.0)[1:]  # the rest (60 of 120) goes at t + 4000, then the sells
+    assert run(eng, evs) == []
+
+
+def test_cancels_on_other_levels_before_the_pull_are_counted_once():
+    """60 cancelled on the bid's other levels just before a pull of 100 is less than the
+    order: a flip, not a side being vacuumed (counting those cancels again when the flip
+    prints made them 120)."""
+    eng, t = warm_engine(far_q=30.0)
+    evs = [BookSnapshot(t, *book(far_q=30.0)), BookDelta(t + 1000, bids=((px(10000), 110.0),)),
+           BookDelta(t + 3600, bids=((px(9995), 0.0), (px(9994), 0.0))),  # 2 x 30 elsewhere
+           BookDelta(t + 4000, bids=((px(10000), 10.0),)),
+           Trade(t + 4100, px(10000), 10.0, "sell"), Trade(t + 4100, px(9999), 10.0, "sell"),
+           Trade(t + 4100, px(9998), 10.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 0.0), (px(9998), 0.0)))]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side) for e in out] == [("flipping", "bid")]
+
+
+def test_a_few_ordinary_cancels_elsewhere_do_not_make_a_flip_a_vacuum():
+    """29 cancelled on three other bid levels around a pull of 29 matches the pull, but is
+    under 30 % of the side's usual top-10 depth of 100: the book's own flow."""
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 46.0),)),  # 36 joins the touch
+           BookDelta(t + 3700, bids=((px(9997), 0.0), (px(9996), 0.0), (px(9995), 1.0))),
+           BookDelta(t + 4000, bids=((px(10000), 17.0),)),  # 29 of it pulled in one cancel
+           Trade(t + 4100, px(10000), 10.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 7.0),))]
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("flipping", "bid")]
+
+
+def test_a_flip_of_a_few_taker_seconds_is_the_book_s_own_flow():
+    """12 sold into the bids after a pull of 40 is 30 % of the order but three typical
+    taker seconds (4 a second here): busy books print that much without any flip."""
+    eng, t = warm_engine(trade_q=4.0)
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 50.0),)),
+           BookDelta(t + 4000, bids=((px(10000), 10.0),)),
+           Trade(t + 4100, px(10000), 10.0, "sell"), Trade(t + 4100, px(9999), 2.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 8.0)))]
+    assert run(eng, evs) == []
+
+
+def test_a_mirror_of_a_few_taker_seconds_is_not_flipping():
+    """A mirror of 46 matches 66 % of the pulled 70 but is under 12 typical taker seconds
+    (4 a second here): a quote of the usual flow's size, not a flipped order. One of 60
+    (15 taker seconds) is a flip."""
+    def mirror_after_pull(mirror):
+        eng, t = warm_engine(trade_q=4.0)
+        return run(eng, [snapshot(t), BookDelta(t + 1000, asks=((px(10003), 80.0),)),
+                         BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+                         BookDelta(t + 3050, bids=((px(10001), mirror),))])
+
+    assert mirror_after_pull(46.0) == []
+    assert [(e.scheme, e.side) for e in mirror_after_pull(60.0)] == [("flipping", "ask")]
+
+
 def vacuum_events(t, two_sided=False):
     evs = [snapshot(t)]
     sides = ("bids", "asks") if two_sided else ("bids",)
@@ -193,6 +256,17 @@ def test_vacuuming_with_most_of_the_depth_on_one_level():
     evs = uneven_vacuum_events(t, [100.0, 30.0, 30.0],
                                [(0, 10000, 50.0), (100, 9999, 30.0), (200, 10000, 50.0), (300, 9998, 30.0)])
     assert [(e.scheme, e.side) for e in run(eng, evs)] == [("vacuuming", "bid")]
+
+
+def test_layers_worn_down_by_small_cancels_are_not_layering():
+    """Four large asks that each lose their size in slices of 20 (no single cancel takes
+    half of one) were not pulled: a busy book's cancels wearing them down."""
+    eng, t = warm_engine()
+    evs = [e for e in layering_events(t) if not (isinstance(e, BookDelta) and e.ts_ms >= t + 7000)]
+    for i, tk in enumerate([10004, 10005, 10006, 10007]):
+        evs += [BookDelta(t + 7000 + 100 * i + 20 * k, asks=((px(tk), 90.0 - 20.0 * k),)) for k in range(5)]
+    evs.sort(key=lambda e: e.ts_ms)
+    assert [e for e in run(eng, evs) if e.scheme == "layering"] == []
 
 
 def test_layers_moved_to_follow_the_touch_are_not_a_collapse():
