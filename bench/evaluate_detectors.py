@@ -4,7 +4,7 @@
         --pairs binance/BTC/USDT,binance/XRP/USDT
 
 Prints a markdown table and writes it to docs/DETECTION_EVALUATION.md. Thresholds were
-tuned on seeds 1-50 and checked on 51-74; report on other seeds (101+)."""
+tuned on seeds 1-50 and checked on 51-100 (never on 101+); report on seeds 101+."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     doc = "\n".join([
         "# Scheme detection: evaluation", "",
         f"Command: `{cmd}`", "",
-        f"Seeds: {', '.join(map(str, args.seeds))} (held out: the thresholds were tuned on seeds 1-50 and checked on 51-74 only, "
+        f"Seeds: {', '.join(map(str, args.seeds))} (held out: the thresholds were tuned on seeds 1-50 and checked on 51-100 only, "
         "see docs/DETECTION_METHOD.md). "
         f"Pairs: {', '.join(res['pairs'])}; {args.hours:g} h per seed and pair after a 5-minute warm-up; "
         f"{args.episodes_per_hour:g} spoofing episodes and {args.episodes_per_hour:g} hard negatives per pair-hour "
