@@ -317,6 +317,11 @@ class LargeAdd:
         self.closed = False
         self.used = False  # already part of an emitted event
 
+    def withdrawn_at_once(self, share: float) -> bool:
+        """At least `share` of the order went in one cancel: pulled, not worn down by the
+        queue's own small cancels."""
+        return self.largest_cancel >= share * self.qty
+
     @property
     def remaining(self) -> float:
         return self.qty - self.executed - self.cancelled

@@ -65,14 +65,14 @@ class FlippingDetector:
             return  # price had long left the order behind: a stale quote withdrawn
         if ts - rec.t_add > FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
             return
-        if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or rec.largest_cancel < FLIP_MIN_ONE_CANCEL * rec.qty:
+        if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or not rec.withdrawn_at_once(FLIP_MIN_ONE_CANCEL):
             return
         if rec.pull_emptied_touch:
             return  # the whole best level went: price ran through it (a stale quote), no pull
         together = sum(1 for r in eng.records[rec.side]
                        if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
                        and r.t_pulled is not None and ts - r.t_pulled <= 1000
-                       and r.largest_cancel >= FLIP_MIN_ONE_CANCEL * r.qty)
+                       and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL))
         if together >= 2:
             return  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)

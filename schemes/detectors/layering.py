@@ -43,7 +43,7 @@ class LayeringDetector:
         this pull closes on the same side."""
         if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return []
-        if rec.largest_cancel < LAYER_MIN_ONE_CANCEL * rec.qty:
+        if not rec.withdrawn_at_once(LAYER_MIN_ONE_CANCEL):
             return []
         if ts - rec.t_add > LAYER_MAX_HOLD_MS:
             return []
