@@ -238,7 +238,10 @@ class DetectorEngine:
             self._prune(ts)
         self._note_mid(ts)
         if not changes:
-            return self.layering.poll(self, ts) if self.layering.pending else []
+            out = self.layering.poll(self, ts) if self.layering.pending else []
+            if self.flipping.watches:
+                out.extend(self.flipping.poll(self, ts))
+            return out
         pulled = []
         base = self.base
         scale = tr.scale

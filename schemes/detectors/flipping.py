@@ -1,6 +1,10 @@
 """Flipping: a large passive order at or near the touch is cancelled and, almost at once,
 about the same size trades aggressively against that side or rests on the other side
-(CFTC v Oystacher). Plain Python; driven by `DetectorEngine`."""
+(CFTC v Oystacher). Plain Python; driven by `DetectorEngine`.
+
+The aggressive flip is one taker order: the trades printed in one millisecond (an order's
+fills share its timestamp). The mirror must rest: it is judged MIRROR_REST_MS after it
+appeared, so a mirror flip is emitted that much after the add."""
 
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth as 
 FLIP_MIN_BASELINE_DEPTH_SHARE = 0.11  # ... and of its 30-minute median: a thin moment alone does not make it large
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
+# an order gone this soon was hardly seen, so it misled nobody: price running through a
+# level or a quote replaced at once looks like this
+FLIP_MIN_LIFE_MS = 100
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 # ... most of it in one cancel: a spoof is withdrawn, not worn down by the queue's own cancels
 # (a busy book chips a large resting order away in many small cancels)
 FLIP_MIN_ONE_CANCEL = 0.65
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
-FLIP_MIN_FRACTION = 0.25  # aggressive flip quantity >= this share of the pulled order ...
+FLIP_MIN_FRACTION = 0.25  # aggressive flip: one taker order >= this share of the pulled order ...
 FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds (DETECTION.md's 3, raised: busy books
 # print 3-5 taker seconds within 800 ms of an unrelated pull)
 FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
@@ -24,24 +31,38 @@ FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECT
 # weigh more: this share of its side's 30-minute median top-20 depth
 FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
 FLIP_MIN_MIRROR_TAKER_SECONDS = 12.0  # and the mirror itself >= this many typical taker seconds
+# "rests on the other side": the mirror is judged after this long, and it has not rested when
+# this share of it was cancelled by then (a quote flickering through, not a flipped order)
+MIRROR_REST_MS = 500
+MIRROR_MAX_CANCELLED = 0.5
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
+RECORD_WAIT_MS = 60_000  # a resting mirror waits this long at most for the next event of the pair
 FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, but not this far
 
 
 class _Watch:
-    __slots__ = ("rec", "t_pull", "deadline", "taker_qty", "taker_first", "done", "others_pulled")
+    __slots__ = ("rec", "t_pull", "deadline", "burst_ts", "burst_qty", "done", "others_pulled", "mirror")
 
     def __init__(self, rec, t_pull):
         self.rec, self.t_pull, self.deadline = rec, t_pull, t_pull + FLIP_WINDOW_MS
-        self.taker_qty = 0.0
-        self.taker_first = None
+        self.burst_ts = None  # the millisecond of the taker order being summed, and its quantity so far
+        self.burst_qty = 0.0
         self.done = False
         self.others_pulled = 0.0  # cancelled on the side's other top-10 levels around the pull
+        self.mirror = None  # a mirror add waiting to show it rests
+
+
+class _Mirror:
+    __slots__ = ("side", "price", "ts", "qty", "cancelled")
+
+    def __init__(self, side, price, ts, qty):
+        self.side, self.price, self.ts, self.qty = side, price, ts, qty
+        self.cancelled = 0.0
 
 
 class FlippingDetector:
@@ -63,7 +84,7 @@ class FlippingDetector:
             return
         if (rec.pull_dist_ticks or 0.0) / eng.tracker.scale > FLIP_MAX_PULL_DIST_SCALED:
             return  # price had long left the order behind: a stale quote withdrawn
-        if ts - rec.t_add > FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
+        if not FLIP_MIN_LIFE_MS <= ts - rec.t_add <= FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
             return
         if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or not rec.withdrawn_at_once(FLIP_MIN_ONE_CANCEL):
             return
@@ -80,31 +101,47 @@ class FlippingDetector:
         self.watches.append(watch)
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
+        out = self.poll(eng, ts)
+        for w in self.watches:
+            if w.done or w.mirror is not None or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
+                continue
+            if ts != w.burst_ts:
+                w.burst_ts, w.burst_qty = ts, 0.0
+            w.burst_qty += trade.qty
+            need = max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker)
+            if w.burst_qty >= need:
+                w.done = True
+                if not self._vacuumed(eng, w, ts):
+                    out.append(self._event(eng, w, ts, "aggressive", w.burst_qty, w.burst_ts))
+        return out
+
+    def poll(self, eng, ts: int) -> list:
+        """Emit the mirror flips that rested MIRROR_REST_MS."""
         out = []
         for w in self.watches:
-            if w.done or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
+            m = w.mirror
+            if m is None or w.done or ts < m.ts + MIRROR_REST_MS:
                 continue
-            w.taker_qty += trade.qty
-            if w.taker_first is None:
-                w.taker_first = ts
-            need = max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker)
-            if w.taker_qty >= need:
-                w.done = True
-                event = self._event(eng, w, ts, "aggressive", w.taker_qty, w.taker_first)
-                if event is not None:
-                    out.append(event)
+            w.done = True
+            out.append(self._event(eng, w, ts, "mirror", m.qty, m.ts))
         return out
 
     def on_changes(self, eng, changes, ts: int) -> list:
         if not self.watches:
             return []
-        out = []
         scale = eng.tracker.scale
         for ch in changes:
+            if ch.cancelled > 0:
+                for w in self.watches:
+                    m = w.mirror
+                    if m is not None and not w.done and ch.side == m.side and ch.price == m.price:
+                        m.cancelled += ch.cancelled
+                        if m.cancelled > MIRROR_MAX_CANCELLED * m.qty:
+                            w.done = True  # withdrawn before it rested
             if ch.added <= 0:
                 continue
             for w in self.watches:
-                if w.done or ts < w.t_pull or ts > w.deadline:
+                if w.done or w.mirror is not None or ts < w.t_pull or ts > w.deadline:
                     continue
                 rec = w.rec
                 if ch.side == rec.side:
@@ -115,19 +152,27 @@ class FlippingDetector:
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
                         and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks) \
                         and ch.added >= FLIP_MIN_MIRROR_TAKER_SECONDS * eng.base.med_taker:
-                    w.done = True
-                    event = self._event(eng, w, ts, "mirror", ch.added, ts)
-                    if event is not None:
-                        out.append(event)
-        return out
+                    if self._vacuumed(eng, w, ts):
+                        w.done = True
+                        continue
+                    w.mirror = _Mirror(ch.side, ch.price, ts, ch.added)
+                    # judged once it rested (the first event after MIRROR_REST_MS); kept until then
+                    w.deadline = ts + MIRROR_REST_MS + RECORD_WAIT_MS
+        return self.poll(eng, ts)
 
-    def _event(self, eng, w, ts, mode, flip_qty, flip_first):
+    @staticmethod
+    def _vacuumed(eng, w, ts) -> bool:
+        """At the flip: other levels of the side were pulled with the order (the side was
+        vacuumed, the pull is the vacuum's)."""
         rec = w.rec
         # cancels on the side's other levels in the 700 ms up to the pull (counted then) and after it
         others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1)
-        if eng.vacuuming.claims(rec.side, ts) or (others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled
-                                                  and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * eng.base.med_depth10[rec.side]):
-            return None  # other levels of the side were pulled with it: the side was vacuumed
+        return eng.vacuuming.claims(rec.side, ts) or (
+            others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled
+            and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * eng.base.med_depth10[rec.side])
+
+    def _event(self, eng, w, ts, mode, flip_qty, flip_first):
+        rec = w.rec
         rec.used = True
         cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0
         return eng.make_event(

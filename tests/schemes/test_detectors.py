@@ -97,15 +97,69 @@ def test_flipping_aggressive_bid_spoof_pushes_up():
     assert out[0].collapse["flip_latency_ms"] == 100
 
 
+def later_update(ts):
+    """An unrelated small change far from the touch: the book's next update."""
+    return BookDelta(ts, asks=((px(10020), 10.5),))
+
+
 def test_flipping_mirror_ask_spoof_pushes_down():
     eng, t = warm_engine()
     evs = [snapshot(t),
            BookDelta(t + 1000, asks=((px(10003), 120.0),)),
            BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-           BookDelta(t + 3050, bids=((px(10001), 80.0),))]  # mirror: rests on the bid at the touch
-    out = run(eng, evs)
+           BookDelta(t + 3050, bids=((px(10001), 80.0),)),  # mirror: rests on the bid at the touch
+           later_update(t + 3200)]
+    assert run(eng, evs) == []  # not yet: the mirror has not rested
+    out = run(eng, [later_update(t + 3600)])
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "ask", "down")]
     assert out[0].collapse["flip_mode"] == "mirror"
+    assert out[0].collapse["flip_latency_ms"] == 50
+    assert out[0].ts_ms == t + 3600
+
+
+def test_a_mirror_withdrawn_before_it_rests_is_not_flipping():
+    """A mirror that goes again within 500 ms never rested on the other side: a quote
+    flickering through the touch, not a flipped order."""
+    eng, t = warm_engine()
+    evs = [snapshot(t),
+           BookDelta(t + 1000, asks=((px(10003), 120.0),)),
+           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+           BookDelta(t + 3050, bids=((px(10001), 80.0),)),
+           BookDelta(t + 3400, bids=((px(10001), 10.0),)),
+           later_update(t + 3600)]
+    assert run(eng, evs) == []
+
+
+def test_an_order_gone_within_100_ms_is_not_flipping():
+    """A bid of 120 that leaves 80 ms after it came was hardly seen: it misled nobody,
+    though 30 is then sold into the bids."""
+    def flip_after(life_ms):
+        eng, t = warm_engine()
+        pull = t + 1000 + life_ms
+        return run(eng, [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),)),
+                         BookDelta(pull, bids=((px(10000), 10.0),)),
+                         Trade(pull + 100, px(10000), 10.0, "sell"), Trade(pull + 100, px(9999), 10.0, "sell"),
+                         Trade(pull + 100, px(9998), 10.0, "sell"),
+                         BookDelta(pull + 100, bids=((px(10000), 0.0), (px(9999), 0.0), (px(9998), 0.0)))])
+
+    assert flip_after(80) == []
+    assert [(e.scheme, e.side) for e in flip_after(150)] == [("flipping", "bid")]
+
+
+def test_an_aggressive_flip_is_one_taker_order():
+    """30 sold into the bids within 800 ms of a pull of 120, but as six small orders at
+    different moments: the crowd's flow, not one order flipped to the other side. The same
+    30 in one order (one millisecond of prints) is a flip."""
+    def sells(times):
+        eng, t = warm_engine()
+        evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),)),
+               BookDelta(t + 4000, bids=((px(10000), 40.0),))]
+        for i, ts in enumerate(times):
+            evs += [Trade(t + ts, px(10000), 5.0, "sell"), BookDelta(t + ts, bids=((px(10000), 35.0 - 5.0 * i),))]
+        return run(eng, evs)
+
+    assert sells([4100, 4200, 4300, 4400, 4500, 4600]) == []
+    assert [(e.scheme, e.side) for e in sells([4100] * 6)] == [("flipping", "bid")]
 
 
 def aggressive_bid_flip(t, size, next_levels=10.0):
@@ -143,7 +197,8 @@ def test_a_mirror_much_smaller_than_the_pulled_order_is_not_flipping():
     evs = [snapshot(t),
            BookDelta(t + 1000, asks=((px(10003), 120.0),)),
            BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-           BookDelta(t + 3050, bids=((px(10001), 60.0),))]  # 55 % of the pulled 110
+           BookDelta(t + 3050, bids=((px(10001), 60.0),)),  # 55 % of the pulled 110
+           later_update(t + 3600)]
     assert run(eng, evs) == []
 
 
@@ -203,7 +258,7 @@ def test_a_mirror_of_a_few_taker_seconds_is_not_flipping():
         eng, t = warm_engine(trade_q=4.0)
         return run(eng, [snapshot(t), BookDelta(t + 1000, asks=((px(10003), 80.0),)),
                          BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-                         BookDelta(t + 3050, bids=((px(10001), mirror),))])
+                         BookDelta(t + 3050, bids=((px(10001), mirror),)), later_update(t + 3600)])
 
     assert mirror_after_pull(46.0) == []
     assert [(e.scheme, e.side) for e in mirror_after_pull(60.0)] == [("flipping", "ask")]
