@@ -130,6 +130,20 @@ def test_a_mirror_withdrawn_before_it_rests_is_not_flipping():
     assert run(eng, evs) == []
 
 
+def test_cancels_while_the_mirror_rests_do_not_make_a_flip_a_vacuum():
+    """The side's other levels losing 60 after the mirror came (more than the pulled 50 and
+    over 30 % of the usual top-10 depth) is the book's flow while the mirror rests: whether
+    the order was pulled with its side is judged at the flip."""
+    eng, t = warm_engine()
+    evs = [snapshot(t),
+           BookDelta(t + 1000, asks=((px(10003), 60.0),)),
+           BookDelta(t + 2200, asks=((px(10003), 10.0),)),
+           BookDelta(t + 2250, bids=((px(10001), 40.0),)),
+           BookDelta(t + 2400, asks=tuple((px(10004 + i), 0.0) for i in range(6))),
+           later_update(t + 2800)]
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("flipping", "ask")]
+
+
 def test_an_order_gone_within_100_ms_is_not_flipping():
     """A bid of 120 that leaves 80 ms after it came was hardly seen: it misled nobody,
     though 30 is then sold into the bids."""
