@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         "[episode start, episode end + 5 s]. FP counts every other detection; the number in brackets matched an "
         "episode of another scheme. False alarms: detections on background flow or a hard negative, per pair-hour. "
         "Latency: detection time minus the episode's last action (for flipping the flip itself, so 0 is a detection "
-        "on the flip's first print).", "",
+        "on the aggressive order's first print; a mirror is judged once it rested 500 ms).", "",
         "Targets: precision >= 0.90, recall >= 0.85, direction accuracy >= 0.95, false alarms <= 0.1 per "
         "pair-hour, latency p95 <= 2 s, throughput >= 20,000 book updates/s per core.", "",
         table, ""])

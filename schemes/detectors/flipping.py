@@ -35,13 +35,13 @@ FLIP_MIN_MIRROR_TAKER_SECONDS = 12.0  # and the mirror itself >= this many typic
 # this share of it was cancelled by then (a quote flickering through, not a flipped order)
 MIRROR_REST_MS = 500
 MIRROR_MAX_CANCELLED = 0.5
+MIRROR_WAIT_MS = 60_000  # past its rest, a mirror waits this long at most for the pair's next event
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
-RECORD_WAIT_MS = 60_000  # a resting mirror waits this long at most for the next event of the pair
 FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, but not this far
 
 
@@ -157,7 +157,7 @@ class FlippingDetector:
                         continue
                     w.mirror = _Mirror(ch.side, ch.price, ts, ch.added)
                     # judged once it rested (the first event after MIRROR_REST_MS); kept until then
-                    w.deadline = ts + MIRROR_REST_MS + RECORD_WAIT_MS
+                    w.deadline = ts + MIRROR_REST_MS + MIRROR_WAIT_MS
         return self.poll(eng, ts)
 
     @staticmethod
