@@ -227,6 +227,7 @@ class DetectorEngine:
         self._taker.append((trade.ts_ms, side, trade.qty))
         out = self.layering.poll(self, trade.ts_ms) if self.layering.pending else []
         if self.flipping.watches:
+            out.extend(self.flipping.poll(self, trade.ts_ms))
             out.extend(self.flipping.on_trade(self, trade, side, trade.ts_ms))
         return out
 
@@ -310,7 +311,8 @@ class DetectorEngine:
             out.extend(self.layering.on_pulled(self, r, ts))
             self.flipping.on_pulled(self, r, ts)
         if self.flipping.watches:
-            out.extend(self.flipping.on_changes(self, changes, ts))
+            self.flipping.on_changes(self, changes, ts)
+            out.extend(self.flipping.poll(self, ts))
         return out
 
     @staticmethod

@@ -101,7 +101,7 @@ class FlippingDetector:
         self.watches.append(watch)
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
-        out = self.poll(eng, ts)
+        out = []
         for w in self.watches:
             if w.done or w.mirror is not None or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
                 continue
@@ -116,7 +116,8 @@ class FlippingDetector:
         return out
 
     def poll(self, eng, ts: int) -> list:
-        """Emit the mirror flips that rested MIRROR_REST_MS."""
+        """Emit the mirror flips that rested MIRROR_REST_MS (the engine calls this on every
+        event while watches are open, as it does the layering detector's)."""
         out = []
         for w in self.watches:
             m = w.mirror
@@ -126,9 +127,11 @@ class FlippingDetector:
             out.append(self._event(eng, w, ts, "mirror", m.qty, m.ts))
         return out
 
-    def on_changes(self, eng, changes, ts: int) -> list:
+    def on_changes(self, eng, changes, ts: int) -> None:
+        """Follow the update: mirrors being cancelled, same-side refreshes, mirror adds
+        (judged by `poll` once they rested)."""
         if not self.watches:
-            return []
+            return
         scale = eng.tracker.scale
         for ch in changes:
             if ch.cancelled > 0:
@@ -158,7 +161,6 @@ class FlippingDetector:
                     w.mirror = _Mirror(ch.side, ch.price, ts, ch.added)
                     # judged once it rested (the first event after MIRROR_REST_MS); kept until then
                     w.deadline = ts + MIRROR_REST_MS + MIRROR_WAIT_MS
-        return self.poll(eng, ts)
 
     @staticmethod
     def _vacuumed(eng, w, ts) -> bool:
