@@ -19,7 +19,8 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
@@ -29,9 +30,10 @@ from django.utils import timezone
 from market.bars import MINUTE_MS, Bar, floor_ms
 from market.models import Pair
 from market.services import bars_write
+from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
 
-from .models import IngestionState
+from .models import BookCheckpoint, IngestionState
 from .sources import pair_ref, source_for
 
 logger = logging.getLogger(__name__)
@@ -66,45 +68,89 @@ def _publish_after_commit(pair: Pair, bars: list[Bar]) -> None:
 
 class PairIngestor:
     """Turns one pair's events into bars. Keeps the bar builder (with its order book) in
-    memory between steps; it is rebuilt from the source whenever the committed cursor is
-    not where this builder stopped (first step, another worker ran the pair, a failure)."""
+    memory between steps; it is rebuilt whenever the committed cursor is not where this
+    builder stopped (first step, another worker ran the pair, a failure): from the book
+    checkpoint and the source's events since it, so the book is the one an uninterrupted
+    run would hold, whatever the source sends snapshots."""
 
     def __init__(self, pair: Pair, owner: str = ""):
-        from market.sources.bar_builder import BarBuilder
-
         self.pair = pair
         self.ref = pair_ref(pair)
         self.source = source_for(pair)
+        self.live = getattr(self.source, "live", False)
         self.owner = owner
-        self._builder_class = BarBuilder
-        self.builder = None
+        self.builder: BarBuilder | None = None
         self.builder_cursor: int | None = None
+        self.checkpoint_ms: int | None = None
         self.detection = None
 
     def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
-        """Rebuild the book as it stood at the cursor from the events since the minute
-        start, and the detectors from their checkpoint (or the recent past). Returns what
-        the detectors found on the way that is to be stored: a checkpoint's replay finds
-        what live detection found (the store skips what is already there); a cold
-        warm-up's findings are kept on a pair's first step only, since its baselines
-        start empty and it would report episodes live detection judged otherwise."""
+        """Bring the builder and the detectors to the cursor. Returns what the detectors
+        found on the way that is to be stored: a checkpoint's replay finds what live
+        detection found (the store skips what is already there); a cold warm-up's
+        findings are kept on a pair's first step only, since its baselines start empty
+        and it would report episodes live detection judged otherwise."""
         found: list[dict] = []
         if settings.SCHEMES_DETECTION:
             from schemes.detection import PairDetection
             from schemes.selectors import detector_checkpoint_get
 
             checkpoint = detector_checkpoint_get(pair=self.pair)
+            if checkpoint is not None and self.live and not self.source.covers(self.ref, checkpoint.cursor_ms):
+                checkpoint = None
             self.detection, found, replayed = PairDetection.warmed_up(self.ref, self.source, cursor_ms, checkpoint)
             if not (replayed or first_step):
                 found = []
-        builder = self._builder_class(self.ref)
-        warm_from = floor_ms(cursor_ms, "minute")
-        if warm_from < cursor_ms:
-            for event in self.source.events(self.ref, warm_from, cursor_ms):
-                builder.feed(event)
-            builder.flush(cursor_ms)
-        self.builder, self.builder_cursor = builder, cursor_ms
+        self.builder, self.builder_cursor = self._restored_builder(cursor_ms), cursor_ms
         return found
+
+    def _restored_builder(self, cursor_ms: int) -> BarBuilder:
+        checkpoint = BookCheckpoint.objects.filter(pair=self.pair, cursor_ms__lte=cursor_ms).first()
+        if checkpoint is not None and (not self.live or self.source.covers(self.ref, checkpoint.cursor_ms)):
+            try:
+                builder = BarBuilder.restore(self.ref, bytes(checkpoint.state))
+            except ValueError:  # a state of another version: fall back to a rebuild
+                builder = None
+            if builder is not None:
+                if checkpoint.cursor_ms < cursor_ms:  # these bars are stored already
+                    builder.feed_many(self.source.events(self.ref, checkpoint.cursor_ms, cursor_ms))
+                    builder.flush(cursor_ms)
+                self.checkpoint_ms = checkpoint.cursor_ms
+                return builder
+        self.checkpoint_ms = None
+        builder = BarBuilder(self.ref, start_ms=cursor_ms)
+        if not self.live:  # no checkpoint yet: the sources that replay send a snapshot every minute
+            warm_from = floor_ms(cursor_ms, "minute")
+            if warm_from < cursor_ms:
+                builder.feed_many(self.source.events(self.ref, warm_from, cursor_ms))
+                builder.flush(cursor_ms)
+        return builder
+
+    def _window_end(self, until_ms: int, state: IngestionState) -> int:
+        """Where this step may close seconds: before now minus the lag; for a live feed,
+        no later than the time it vouches for; for a recording, its last second."""
+        if self.live:
+            vouched = self.source.window_end(self.ref, now_ms())
+            return min(until_ms, floor_ms(vouched, "second")) if vouched is not None else state.cursor_ms or 0
+        latest = getattr(self.source, "latest_ms", None)
+        last = latest(self.ref) if latest is not None else None
+        if last is not None:
+            until_ms = min(until_ms, floor_ms(last, "second") + 1000)
+        return until_ms
+
+    def _skip_unheard(self, state: IngestionState) -> None:
+        """A live feed that started after the cursor (this process took the pair over, or
+        restarted) has nothing before its first event: the cursor moves there without
+        bars, and the stretch is recorded as a gap rather than filled with empty seconds."""
+        heard_from = self.source.earliest_ms(self.ref)
+        if heard_from is None:
+            return
+        resume = floor_ms(heard_from, "second")
+        if resume > state.cursor_ms and not self.source.covers(self.ref, state.cursor_ms):
+            state.gaps = [*state.gaps[-49:], [state.cursor_ms, resume]]
+            logger.warning("%s: no feed data from %s to %s (no worker was listening)", self.pair, state.cursor_ms, resume)
+            state.cursor_ms = resume
+            self.builder_cursor = None
 
     def step(self, until_ms: int) -> StepResult | None:
         """Ingest from the committed cursor up to until_ms (at most one window)."""
@@ -117,9 +163,18 @@ class PairIngestor:
                 first_step = state.cursor_ms is None
                 if first_step:
                     backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
+                    if state.cursor_ms is None:  # a live feed that has sent nothing yet
+                        self._note_feed(state)
+                        state.save()
+                        return None
+                elif self.live and self.builder_cursor != state.cursor_ms:
+                    self._skip_unheard(state)
                 cursor = state.cursor_ms
-                end = min(until_ms, cursor + settings.INGESTION_MAX_WINDOW_MS)
+                end = min(self._window_end(until_ms, state), cursor + settings.INGESTION_MAX_WINDOW_MS)
                 if end <= cursor:
+                    if self.live:
+                        self._note_feed(state)
+                        state.save()
                     return None
                 detections = []
                 if self.builder_cursor != cursor:
@@ -142,8 +197,17 @@ class PairIngestor:
 
                     detector_checkpoint_save(pair=self.pair, cursor_ms=end, state=self.detection.state())
                     self.detection.checkpoint_ms = end
+                if self.checkpoint_ms is None or end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000:
+                    BookCheckpoint.objects.update_or_create(pair=self.pair, defaults={
+                        "cursor_ms": end, "state": self.builder.state()})
+                    self.checkpoint_ms = end
+                    if self.live:
+                        transaction.on_commit(lambda: self.source.trim_before(self.ref, end))
                 state.cursor_ms = end
-                state.heartbeat_at = timezone.now()
+                if self.live:
+                    self._note_feed(state)
+                else:
+                    state.heartbeat_at = timezone.now()
                 state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
                 book_seen = max(seen.get(BookSnapshot, 0), seen.get(BookDelta, 0)) or None
                 state.book_seen_ms = book_seen or state.book_seen_ms
@@ -159,15 +223,28 @@ class PairIngestor:
         self.builder_cursor = end
         return StepResult(self.pair.pk, bars, end, caught_up=end >= until_ms)
 
+    def _note_feed(self, state: IngestionState) -> None:
+        """A live feed's own signals; its heartbeat is its last real message."""
+        state.feed = self.source.signals(self.ref)
+        heard = self.source.heartbeat_ms(self.ref)
+        if heard is not None:
+            state.heartbeat_at = datetime.fromtimestamp(heard / 1000, tz=dt_timezone.utc)
+
 
 def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
-    """Place the first cursor: the backfill window before now (24 h where the source can
-    provide it). A source that can synthesise history (the simulator) fills all but the
-    last minutes at once as minute bars, so a new subscription is covered within seconds;
-    events then take over from the cursor and second bars start there."""
+    """Place the first cursor. A recording or a live feed starts where its data does,
+    whatever its age (bars land at their own timestamps). Otherwise the backfill window
+    before now (24 h where the source can provide it): a source that can synthesise
+    history (the simulator) fills all but the last minutes at once as minute bars, so a
+    new subscription is covered within seconds; events then take over from the cursor
+    and second bars start there."""
+    earliest = source.earliest_ms(ref)
+    if getattr(source, "live", False) or source.name == "replay":
+        if earliest is not None:
+            state.cursor_ms = state.coverage_from_ms = floor_ms(earliest, "second")
+        return
     now = floor_ms(now_ms(), "second")
     start = floor_ms(now - settings.INGESTION_BACKFILL_HOURS * 3_600_000, "minute")
-    earliest = source.earliest_ms(ref)
     if earliest is not None:
         start = max(start, floor_ms(earliest, "second"))
     cursor = start

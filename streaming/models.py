@@ -25,6 +25,10 @@ class IngestionState(models.Model):
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     fatal = models.BooleanField(default=False, help_text="The source refused the pair; needs staff")
+    feed = models.JSONField(default=dict, blank=True,
+                            help_text="A live exchange feed's own signals: state, reason, resyncs, disconnects")
+    gaps = models.JSONField(default=list, blank=True,
+                            help_text="[from_ms, to_ms) stretches skipped because no worker was listening")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -37,6 +41,22 @@ class IngestionState(models.Model):
 
     def __str__(self) -> str:
         return f"ingestion of {self.pair_id}"
+
+
+class BookCheckpoint(models.Model):
+    """The bar builder of a pair (its order book and carried quote) as it stood at
+    `cursor_ms`, saved in the ingestion step's transaction every
+    INGESTION_BOOK_CHECKPOINT_SECONDS. A restarted worker restores it and replays the
+    source from there to the cursor, so its book is the one the lost worker had, whatever
+    the source sends snapshots."""
+
+    pair = models.OneToOneField("market.Pair", on_delete=models.CASCADE, related_name="book_checkpoint")
+    cursor_ms = models.BigIntegerField()
+    state = models.BinaryField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.pair} @ {self.cursor_ms}"
 
 
 METRICS = ("trade", "book", "quote")

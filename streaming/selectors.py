@@ -74,6 +74,10 @@ def pair_status(*, pair: Pair, account) -> dict:
     }
     if state and state.last_error:
         body["signals"]["last_error"] = state.last_error
+    if state and state.feed:
+        body["signals"]["source"] = state.feed
+    if state and state.gaps:
+        body["signals"]["gaps"] = state.gaps
     return body
 
 

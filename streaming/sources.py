@@ -24,9 +24,9 @@ def _source(kind: str, seed: int, ccxt_id: str, replay_path: str):
         from market.sources.replay import ReplaySource
 
         return ReplaySource(replay_path)
-    from market.sources.exchange import ExchangeSource
+    from .feeds import LiveExchangeSource
 
-    return ExchangeSource(ccxt_id)
+    return LiveExchangeSource(ccxt_id)
 
 
 def source_for(pair: Pair):

@@ -245,6 +245,14 @@ INGESTION_EVENT_BACKFILL_MINUTES = env.int("INGESTION_EVENT_BACKFILL_MINUTES", d
 INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
 INGESTION_PAIRS_PER_TASK = env.int("INGESTION_PAIRS_PER_TASK", default=8)
 INGESTION_STATUS_EVERY_SECONDS = env.int("INGESTION_STATUS_EVERY_SECONDS", default=10)
+# The bar builder's book is checkpointed with the cursor this often: a restarted worker
+# restores it and replays the events since, instead of trusting a snapshot to be near.
+INGESTION_BOOK_CHECKPOINT_SECONDS = env.int("INGESTION_BOOK_CHECKPOINT_SECONDS", default=60)
+# Live exchange feeds (streaming/feeds.py, market/sources/venues/). Empty URL: the exchange's own.
+BINANCE_WS_URL = env("BINANCE_WS_URL", default="")
+COINBASE_WS_URL = env("COINBASE_WS_URL", default="")
+FEED_STALE_SECONDS = env.float("FEED_STALE_SECONDS", default=60.0)
+FEED_IDLE_SECONDS = env.float("FEED_IDLE_SECONDS", default=45.0)
 CELERY_BEAT_SCHEDULE = {
     "supervise-ingestion": {"task": "streaming.supervise_ingestion", "schedule": 10.0},
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},

@@ -13,7 +13,9 @@ Rules (what the rest of the service can rely on):
   arrives or when `flush(until_ms)` says time has passed. `flush(until_ms)` closes every
   second that ends at or before `until_ms` (a partial second stays open).
 * Book: tracked by price level from BookSnapshot (replaces the book) and BookDelta (qty 0
-  removes a level). At the end of every second ONE sample is taken, the book as it stands
+  removes a level). BookLost (the feed lost messages) drops the book: seconds that end
+  before the next BookSnapshot carry no sample, exactly like seconds before the first
+  book event, and the book-derived quote is forgotten with it. At the end of every second ONE sample is taken, the book as it stands
   then: within `depth_band` (1 %) of mid on each side the sum of quantity, of price*qty
   and the number of levels. Mid is the midpoint of the book's best bid and ask (the last
   quote's mid when a side is empty). Seconds before any book event carry no sample
@@ -28,7 +30,10 @@ Rules (what the rest of the service can rely on):
   bid/ask from bars with quote updates, so a roll-up of a period without any quote update
   has bid/ask None.
 * Events before `start_ms` update the book and the quote state but make no bars (warm-up:
-  feed from the last snapshot before the cursor). An event earlier than the open second
+  feed from the last snapshot before the cursor).
+* `state()` at a flush point is everything a later builder needs (the book, the carried
+  quote state, the open second): `BarBuilder.restore(pair, state)` then fed the same
+  events gives the same bars as the builder that was saved. An event earlier than the open second
   raises ValueError (events must come in time order).
 """
 
@@ -38,7 +43,9 @@ from bisect import bisect_left, bisect_right, insort
 from typing import Iterable
 
 from market.bars import Bar
-from market.sources.events import BookDelta, BookSnapshot, PairRef, Quote, Trade
+import orjson
+
+from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
 
 SECOND_MS = 1_000
 
@@ -127,6 +134,8 @@ class BarBuilder:
             self._quote(event)
         elif kind is BookSnapshot:
             self._snapshot(event)
+        elif kind is BookLost:
+            self._lose_book()
         else:
             raise TypeError(f"not a market event: {event!r}")
 
@@ -172,6 +181,34 @@ class BarBuilder:
         """The current book: bids best first, asks best first."""
         bids, asks = self._bids, self._asks
         return ([(p, bids[p]) for p in reversed(self._bid_keys)], [(p, asks[p]) for p in self._ask_keys])
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state(self) -> bytes:
+        """What a restarted builder needs, taken at a flush point (no second half-done)."""
+        if self._out:
+            raise ValueError("drain the completed bars before taking the state")
+        return orjson.dumps({
+            "v": 1, "sec": self._sec, "book_seen": self._book_seen,
+            "bids": list(self._bids.items()), "asks": list(self._asks.items()),
+            "q": [self._q_bid, self._q_ask], "top": self._top,
+            "interval_ms": self.interval_ms, "depth_band": self.depth_band, "quotes": self.quotes,
+        })
+
+    @classmethod
+    def restore(cls, pair_ref: PairRef, state: bytes) -> "BarBuilder":
+        data = orjson.loads(state)
+        if data.get("v") != 1:
+            raise ValueError("not a bar builder state of this version")
+        builder = cls(pair_ref, data["depth_band"], interval_ms=data["interval_ms"], quotes=data["quotes"],
+                      start_ms=data["sec"])
+        builder._bids = {p: q for p, q in data["bids"]}
+        builder._asks = {p: q for p, q in data["asks"]}
+        builder._bid_keys = sorted(builder._bids)
+        builder._ask_keys = sorted(builder._asks)
+        builder._book_seen = data["book_seen"]
+        builder._q_bid, builder._q_ask = data["q"]
+        builder._top = tuple(data["top"]) if data["top"] else None
+        return builder
 
     # -- clock --------------------------------------------------------------------
     def _open_at(self, sec: int) -> None:
@@ -266,6 +303,8 @@ class BarBuilder:
             self._delta(event)
         elif kind is BookSnapshot:
             self._snapshot(event)
+        elif kind is BookLost:
+            self._lose_book()
         elif kind is Quote:
             if self._use_explicit:
                 self._q_bid, self._q_ask = event.bid_price, event.ask_price
@@ -335,6 +374,17 @@ class BarBuilder:
         self._book_dirty = True
         if self._use_derived:
             self._derive()
+
+    def _lose_book(self) -> None:
+        self._bids, self._asks = {}, {}
+        self._bid_keys, self._ask_keys = [], []
+        self._book_seen = False
+        self._book_dirty = True
+        self._top = None
+        if self._use_derived:
+            self._q_bid = self._q_ask = None
+            self._dq_n = 0
+            self._dq_sum = 0.0
 
     def _delta(self, d: BookDelta) -> None:
         if d.bids:

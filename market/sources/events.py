@@ -41,6 +41,16 @@ class BookDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class BookLost:
+    """The book is unknown from this instant until the next BookSnapshot: the feed lost
+    messages (a dropped connection, a sequence gap, a stale stream) and will resync.
+    Consumers drop their book rather than keep serving a stale one."""
+
+    ts_ms: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Quote:
     """Best bid and offer."""
 
@@ -51,7 +61,7 @@ class Quote:
     ask_qty: float
 
 
-Event = Union[Trade, BookSnapshot, BookDelta, Quote]
+Event = Union[Trade, BookSnapshot, BookDelta, BookLost, Quote]
 
 
 @dataclass(frozen=True, slots=True)

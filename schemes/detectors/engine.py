@@ -19,7 +19,7 @@ import pickle
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 
-from market.sources.events import BookDelta, BookSnapshot, PairRef, Quote, Trade
+from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
 
 from .book import BookTracker, LargeAdd
 from .flipping import FlippingDetector
@@ -145,6 +145,10 @@ class DetectorEngine:
             self._note_mid(event.ts_ms)
             return []
         if t is Quote:
+            return []
+        if t is BookLost:  # nothing is judged on a book we no longer know; the snapshot restarts it
+            self.tracker.clear_book()
+            self._reset_book()
             return []
         raise TypeError(f"unknown event {event!r}")
 

@@ -280,3 +280,61 @@ def test_crossed_or_one_sided_books_do_not_break_sampling():
     (bar,) = b.flush(T0 + 1000)
     assert bar.book_samples == 1 and bar.bid_amount_sum == 1.0 and bar.ask_amount_sum == 0.0
     assert math.isfinite(bar.bid_notional_sum)
+
+
+# -- checkpoints and a lost book -----------------------------------------------------------
+
+def _book_events(t0):
+    from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
+
+    return [
+        BookSnapshot(t0, ((100.0, 1.0), (99.5, 2.0)), ((100.5, 1.5), (101.0, 3.0))),
+        Trade(t0 + 200, 100.5, 0.5, "buy", "1"),
+        BookDelta(t0 + 200, (), ((100.5, 1.0),)),
+        BookDelta(t0 + 1_300, ((100.2, 0.7),), ()),
+        Quote(t0 + 1_400, 100.2, 0.7, 100.5, 1.0),
+        Trade(t0 + 2_100, 100.2, 0.7, "sell", "2"),
+        BookDelta(t0 + 2_100, ((100.2, 0.0),), ()),
+        BookDelta(t0 + 3_500, ((99.0, 4.0),), ((102.0, 1.0),)),
+        Trade(t0 + 4_200, 100.0, 0.1, "sell", "3"),
+    ]
+
+
+def test_a_builder_restored_from_its_state_makes_the_same_bars():
+    from market.sources.bar_builder import BarBuilder
+    from market.sources.events import PairRef
+
+    ref = PairRef("binance", "BTC", "USDT")
+    t0 = 1_700_000_000_000
+    events = _book_events(t0)
+    whole = BarBuilder(ref, start_ms=t0)
+    whole.feed_many(events)
+    expected = whole.flush(t0 + 5_000)
+    for cut in (t0 + 1_000, t0 + 2_000, t0 + 3_000, t0 + 4_000):
+        first = BarBuilder(ref, start_ms=t0)
+        first.feed_many(e for e in events if e.ts_ms < cut)
+        bars = first.flush(cut)
+        resumed = BarBuilder.restore(ref, first.state())
+        resumed.feed_many(e for e in events if e.ts_ms >= cut)
+        bars += resumed.flush(t0 + 5_000)
+        assert bars == expected, cut
+        assert resumed.book() == whole.book()
+
+
+def test_after_a_lost_book_seconds_have_no_book_sample_until_the_next_snapshot():
+    from market.sources.bar_builder import BarBuilder
+    from market.sources.events import BookLost, BookSnapshot, PairRef, Trade
+
+    ref = PairRef("binance", "BTC", "USDT")
+    t0 = 1_700_000_000_000
+    builder = BarBuilder(ref, start_ms=t0)
+    builder.feed_many([
+        BookSnapshot(t0, ((100.0, 1.0),), ((100.5, 1.0),)),
+        BookLost(t0 + 1_500, "connection lost"),
+        Trade(t0 + 2_500, 100.4, 0.2, "buy", "9"),
+        BookSnapshot(t0 + 3_200, ((100.1, 2.0),), ((100.6, 1.0),)),
+    ])
+    bars = builder.flush(t0 + 5_000)
+    assert [b.book_samples for b in bars] == [1, 0, 0, 1, 1]
+    assert bars[2].trade_count == 1  # trades heard while the book is unknown still count
+    assert bars[1].bid_price is None and bars[3].bid_price == 100.1
