@@ -3,7 +3,10 @@ truncated view and resyncs often). Plain Python: codecs without I/O, and an asyn
 that runs them over aiohttp."""
 
 from .binance import BinanceCodec, binance_recording_events
+from .coinbase import CoinbaseCodec, coinbase_recording_events
+from .feed import FEEDS, FeedStatus, feed_for
 
-VENUES = ("binance", "coinbase")
+VENUES = tuple(FEEDS)
 
-__all__ = ["VENUES", "BinanceCodec", "binance_recording_events"]
+__all__ = ["VENUES", "BinanceCodec", "CoinbaseCodec", "FeedStatus", "binance_recording_events",
+           "coinbase_recording_events", "feed_for"]

@@ -50,6 +50,11 @@ class BinanceCodec:
         self.synced_at_ms: int | None = None
         self.wants_snapshot = "first sync"  # why a (new) REST snapshot is needed; "" once synced
 
+    @property
+    def has_snapshot(self) -> bool:
+        """A snapshot is waiting for the diff that makes it current."""
+        return self._snapshot is not None
+
     def lose_book(self, why: str = "reconnect") -> None:
         """Forget the book (reconnect or gap); trade continuity is kept."""
         self.wants_snapshot = why

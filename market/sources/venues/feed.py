@@ -1,0 +1,283 @@
+"""The asyncio side of the venue codecs: connect, subscribe, sync, reconnect. Plain Python.
+
+`feed_for(venue, ws_url=, rest_url=, ...)` gives a `VenueFeed`; `await feed.stream(pair,
+sink, on_status)` runs until cancelled or `close()`, and raises `SourceFatalError` when
+retrying cannot help.
+
+Rules:
+
+* Every (re)sync hands the sink a BookSnapshot before the deltas that follow it; between a
+  lost book and that snapshot no book event is sent (trades and quotes may be).
+* Reconnects back off exponentially from `backoff_base` to `backoff_max` seconds, minus up
+  to `backoff_jitter` of the delay at random, so many workers do not reconnect in step;
+  the attempt count resets once the book is live again.
+* A stream with no data message for `stale_after_s` is treated as dead: closed,
+  reconnected, resynced (the status says so). Pings and acknowledgements are not data.
+* A sequence gap resyncs from a new REST snapshot on the open socket (Binance); Coinbase's
+  level2 has no sequence, so its only resync is a resubscription, on reconnect.
+* Fatal, raised without retrying: Binance answering 400 code -1121 (unknown symbol) or
+  another 4xx than 418/429; Coinbase's error message for an unknown product.
+* `on_status(FeedStatus)` follows every transition: connecting, syncing, live,
+  reconnecting, failed, closed, with the reason, counters and the last real message time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import random
+import time
+from collections import deque
+from typing import Any, Callable
+
+import aiohttp
+import orjson
+
+from ..events import Event, PairRef
+from ..exchange import SourceFatalError
+from .binance import BinanceCodec
+from .coinbase import CoinbaseCodec
+
+logger = logging.getLogger(__name__)
+
+CONNECTING, SYNCING, LIVE, RECONNECTING, FAILED, CLOSED = (
+    "connecting", "syncing", "live", "reconnecting", "failed", "closed")
+DEGRADED_AFTER = 3  # disconnects in the last 10 minutes
+RECENT_MS = 600_000
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedStatus:
+    state: str
+    reason: str = ""
+    since_ms: int = 0
+    last_message_ms: int | None = None
+    disconnects: int = 0
+    recent_disconnects: int = 0
+    degraded: bool = False
+    resyncs: int = 0
+    trades_missed: int = 0
+    synced_at_ms: int | None = None
+
+
+class _Retry(Exception):
+    """Drop the connection and reconnect (the reason is the message)."""
+
+
+class VenueFeed:
+    venue = ""
+
+    def __init__(self, *, ws_url: str | None = None, rest_url: str | None = None, stale_after_s: float = 60.0,
+                 backoff_base: float = 0.5, backoff_max: float = 30.0, backoff_jitter: float = 0.5,
+                 sleep: Callable[[float], Any] | None = None, rng: random.Random | None = None):
+        self.ws_url = (ws_url or self.WS_URL).rstrip("/")
+        self.rest_url = (rest_url or self.REST_URL).rstrip("/")
+        self.stale_after_s = stale_after_s
+        self.backoff_base, self.backoff_max, self.backoff_jitter = backoff_base, backoff_max, backoff_jitter
+        self._sleep = sleep or asyncio.sleep
+        self._rng = rng or random.Random()
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+        self._disconnects: deque[int] = deque()
+        self._status = FeedStatus(CONNECTING, since_ms=_wall_ms())
+        self._on_status: Callable[[FeedStatus], Any] = lambda status: None
+        self.codec: Any = None
+
+    # -- status -------------------------------------------------------------------------
+    def _set(self, state: str, reason: str = "", **changes) -> None:
+        now = _wall_ms()
+        while self._disconnects and now - self._disconnects[0] > RECENT_MS:
+            self._disconnects.popleft()
+        recent = len(self._disconnects)
+        since = now if state != self._status.state else self._status.since_ms
+        self._status = dataclasses.replace(
+            self._status, state=state, reason=reason, since_ms=since, recent_disconnects=recent,
+            degraded=recent >= DEGRADED_AFTER, trades_missed=getattr(self.codec, "trades_missed", 0),
+            synced_at_ms=getattr(self.codec, "synced_at_ms", None), **changes)
+        self._on_status(self._status)
+
+    def _heard(self) -> None:
+        self._status = dataclasses.replace(self._status, last_message_ms=_wall_ms())
+
+    # -- the loop -----------------------------------------------------------------------
+    async def stream(self, pair: PairRef, sink: Callable[[Event], Any], on_status: Callable[[FeedStatus], Any]):
+        self._on_status = on_status
+        self.codec = self.make_codec(pair)
+        failures = 0
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30, sock_connect=10))
+        try:
+            while not self._closed:
+                if failures == 0:
+                    self._set(CONNECTING)
+                try:
+                    await self._connection(pair, sink)
+                    return
+                except SourceFatalError as exc:
+                    self._set(FAILED, exc.reason)
+                    raise
+                except (_Retry, aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, OSError) as exc:
+                    reason = str(exc) or type(exc).__name__
+                    if self._status.state == LIVE:
+                        failures = 0
+                    failures += 1
+                    self._disconnects.append(_wall_ms())
+                    self.codec.lose_book(reason)
+                    self._set(RECONNECTING, reason, disconnects=self._status.disconnects + 1)
+                    logger.warning("%s %s: %s; reconnecting (try %d)", self.venue, pair, reason, failures)
+                    await self._sleep(self._backoff(failures))
+        finally:
+            if self._status.state not in (FAILED,):
+                self._set(CLOSED, self._status.reason)
+            await self._session.close()
+
+    def _backoff(self, failures: int) -> float:
+        delay = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
+        return delay * (1 - self._rng.random() * self.backoff_jitter)
+
+    async def _receive(self, ws) -> Any:
+        try:
+            message = await asyncio.wait_for(ws.receive(), timeout=self.stale_after_s)
+        except asyncio.TimeoutError:
+            raise _Retry(f"no message for {self.stale_after_s:g} s") from None
+        if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+            raise _Retry(f"connection closed by the exchange ({ws.close_code})")
+        if message.type == aiohttp.WSMsgType.ERROR:
+            raise _Retry(f"connection error: {ws.exception()}")
+        if message.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+            return None
+        return orjson.loads(message.data)
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+
+class BinanceFeed(VenueFeed):
+    """wss://stream.binance.com:9443/stream?streams=<s>@depth@100ms/<s>@trade/<s>@bookTicker
+    and GET /api/v3/depth (the documented way to keep a local book)."""
+
+    venue = "binance"
+    WS_URL = "wss://stream.binance.com:9443"
+    REST_URL = "https://api.binance.com"
+    DEPTH_LIMIT = 5000
+
+    def make_codec(self, pair: PairRef) -> BinanceCodec:
+        return BinanceCodec(pair.base + pair.quote)
+
+    async def _snapshot(self, symbol: str) -> dict:
+        """The REST depth snapshot; retried with backoff on 418/429/5xx, fatal on 4xx."""
+        tries = 0
+        while True:
+            tries += 1
+            async with self._session.get(f"{self.rest_url}/api/v3/depth",
+                                         params={"symbol": symbol, "limit": str(self.DEPTH_LIMIT)}) as response:
+                body = await response.read()
+                if response.status == 200:
+                    return orjson.loads(body)
+                detail = body[:300].decode("utf-8", "replace")
+                if 400 <= response.status < 500 and response.status not in (418, 429):
+                    try:
+                        error = json.loads(detail)
+                    except ValueError:
+                        error = {}
+                    what = "unknown symbol" if error.get("code") == -1121 else f"HTTP {response.status}"
+                    raise SourceFatalError(f"binance {symbol}: {what}: {error.get('msg', detail)}")
+            if tries >= 5:
+                raise _Retry(f"depth snapshot: HTTP {response.status} {tries} times")
+            await self._sleep(self._backoff(tries))
+
+    async def _connection(self, pair: PairRef, sink) -> None:
+        codec: BinanceCodec = self.codec
+        symbol = codec.symbol
+        name = symbol.lower()
+        url = f"{self.ws_url}/stream?streams={name}@depth@100ms/{name}@trade/{name}@bookTicker"
+        async with self._session.ws_connect(url, heartbeat=None, autoping=True, max_msg_size=0) as ws:
+            self._set(SYNCING, "waiting for the depth snapshot")
+            fetch: asyncio.Task | None = asyncio.ensure_future(self._snapshot(symbol))
+            receive: asyncio.Task | None = None
+            try:
+                while True:
+                    if receive is None:
+                        receive = asyncio.ensure_future(self._receive(ws))
+                    done, _ = await asyncio.wait({receive} | ({fetch} if fetch else set()),
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    if fetch is not None and fetch in done:
+                        snapshot, fetch = fetch.result(), None  # raises what the fetch raised
+                        for event in codec.on_snapshot(snapshot):
+                            sink(event)
+                        if codec.synced:
+                            self._live()
+                    if receive not in done:
+                        continue
+                    message, receive = receive.result(), None
+                    if message is None:
+                        continue
+                    self._heard()
+                    was_synced = codec.synced
+                    for event in codec.on_message(message):
+                        sink(event)
+                    if codec.synced and not was_synced:
+                        self._live()
+                    elif codec.wants_snapshot and fetch is None and (was_synced or not codec.has_snapshot):
+                        if was_synced:
+                            self._status = dataclasses.replace(self._status, resyncs=self._status.resyncs + 1)
+                        self._set(SYNCING, codec.wants_snapshot)
+                        fetch = asyncio.ensure_future(self._snapshot(symbol))
+            finally:
+                for task in (fetch, receive):
+                    if task is not None:
+                        task.cancel()
+
+    def _live(self) -> None:
+        self._set(LIVE, "")
+
+
+class CoinbaseFeed(VenueFeed):
+    """wss://ws-feed.exchange.coinbase.com, channels level2, matches and ticker."""
+
+    venue = "coinbase"
+    WS_URL = "wss://ws-feed.exchange.coinbase.com"
+    REST_URL = "https://api.exchange.coinbase.com"
+
+    def make_codec(self, pair: PairRef) -> CoinbaseCodec:
+        return CoinbaseCodec(f"{pair.base}-{pair.quote}")
+
+    async def _connection(self, pair: PairRef, sink) -> None:
+        codec: CoinbaseCodec = self.codec
+        async with self._session.ws_connect(self.ws_url + "/", heartbeat=None, autoping=True, max_msg_size=0) as ws:
+            await ws.send_str(json.dumps({"type": "subscribe", "product_ids": [codec.product],
+                                          "channels": ["level2", "matches", "ticker"]}))
+            self._set(SYNCING, "waiting for the level2 snapshot")
+            while True:
+                message = await self._receive(ws)
+                if message is None:
+                    continue
+                if message.get("type") == "error":
+                    raise SourceFatalError(f"coinbase {codec.product}: {message.get('message', '')}: "
+                                           f"{message.get('reason', '')}")
+                if message.get("type") in ("subscriptions", "heartbeat"):
+                    continue
+                self._heard()
+                was_synced = codec.synced
+                for event in codec.on_message(message):
+                    sink(event)
+                if codec.synced and not was_synced:
+                    self._set(LIVE, "")
+
+
+FEEDS = {"binance": BinanceFeed, "coinbase": CoinbaseFeed}
+
+
+def feed_for(venue: str, **options) -> VenueFeed:
+    try:
+        return FEEDS[venue](**options)
+    except KeyError:
+        raise ValueError(f"no venue feed for {venue!r}: {', '.join(FEEDS)}") from None
+
