@@ -24,6 +24,7 @@ BENCHES = [
     ("bench_metering", FULL),
     ("bench_ingest", {}),
     ("bench_detectors", {}),
+    ("bench_exchange_feed", {}),
     ("bench_series", FULL),
     ("bench_snapshot", FULL),
     ("bench_sse", FULL),
