@@ -207,7 +207,12 @@ class FeedRunner:
             if feed is not None and not feed.finished:
                 return feed
             feed = self.feeds[ref] = PairFeed(ref, settings.INGESTION_LAG_MS)
-        asyncio.run_coroutine_threadsafe(self._start(feed, make_feed), self.loop).result(10)
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(feed, make_feed), self.loop).result(10)
+        except BaseException:
+            with self._lock:
+                self.feeds.pop(ref, None)
+            raise
         return feed
 
     async def _start(self, pair_feed: PairFeed, make_feed) -> None:

@@ -250,7 +250,9 @@ INGESTION_STATUS_EVERY_SECONDS = env.int("INGESTION_STATUS_EVERY_SECONDS", defau
 INGESTION_BOOK_CHECKPOINT_SECONDS = env.int("INGESTION_BOOK_CHECKPOINT_SECONDS", default=60)
 # Live exchange feeds (streaming/feeds.py, market/sources/venues/). Empty URL: the exchange's own.
 BINANCE_WS_URL = env("BINANCE_WS_URL", default="")
+BINANCE_REST_URL = env("BINANCE_REST_URL", default="")
 COINBASE_WS_URL = env("COINBASE_WS_URL", default="")
+COINBASE_REST_URL = env("COINBASE_REST_URL", default="")
 FEED_STALE_SECONDS = env.float("FEED_STALE_SECONDS", default=60.0)
 FEED_IDLE_SECONDS = env.float("FEED_IDLE_SECONDS", default=45.0)
 CELERY_BEAT_SCHEDULE = {
