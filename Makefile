@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test bench check migrate clean
+.PHONY: install run run-recorded test bench check migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ migrate: install
 run: migrate
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+# The demo served from real recorded Binance traffic (data/realdata), played in a loop.
+RECORDINGS := var/recordings/binance
+run-recorded: migrate
+	@mkdir -p $(RECORDINGS)
+	$(BIN)/python manage.py import_recording data/realdata/binance-spot/btcusdt_20240808.gz $(RECORDINGS)/btcusdt.jsonl.gz --venue binance --symbol BTCUSDT --pair binance/BTC/USDT
+	$(BIN)/python manage.py import_recording data/realdata/binance-spot/ethusdt_20240808.gz $(RECORDINGS)/ethusdt.jsonl.gz --venue binance --symbol ETHUSDT --pair binance/ETH/USDT
+	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT) --recording binance=$(RECORDINGS)
+	@echo "  Serving on http://$(HOST):$(PORT)/ (binance/BTC/USDT and ETH/USDT from the recording; Ctrl-C to stop)"
 	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
 
 test: install

@@ -25,6 +25,7 @@ BENCHES = [
     ("bench_ingest", {}),
     ("bench_detectors", {}),
     ("bench_exchange_feed", {}),
+    ("bench_replay", {}),
     ("bench_series", FULL),
     ("bench_snapshot", FULL),
     ("bench_sse", FULL),

@@ -9,13 +9,17 @@ class Exchange(models.Model):
     class Source(models.TextChoices):
         SIMULATOR = "simulator", "Simulator (deterministic, labelled as simulated)"
         REPLAY = "replay", "Replay of recorded files"
-        EXCHANGE = "exchange", "Live exchange (ccxt)"
+        EXCHANGE = "exchange", "Live exchange (Binance and Coinbase streams; others through ccxt)"
 
     slug = models.SlugField(max_length=40, unique=True, help_text="Lower case, as in the API path")
     name = models.CharField(max_length=100)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.SIMULATOR)
     ccxt_id = models.CharField(max_length=40, blank=True, help_text="ccxt exchange id for the live source")
     replay_path = models.CharField(max_length=500, blank=True, help_text="File or folder for the replay source")
+    replay_loop_from_ms = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="Play the recording over and over from this time (epoch ms), as a live demo; "
+                  "empty: bars at the recording's own timestamps")
     is_active = models.BooleanField(default=True)
 
     class Meta:

@@ -163,9 +163,10 @@ class PairIngestor:
                 first_step = state.cursor_ms is None
                 if first_step:
                     backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
-                    if state.cursor_ms is None:  # a live feed that has sent nothing yet
-                        self._note_feed(state)
-                        state.save()
+                    if state.cursor_ms is None:  # a live feed that sent nothing yet, a pair the recording lacks
+                        if self.live:
+                            self._note_feed(state)
+                            state.save()
                         return None
                 elif self.live and self.builder_cursor != state.cursor_ms:
                     self._skip_unheard(state)

@@ -6,14 +6,19 @@ One normalised event per line (docs/REPLAY_FORMAT.md):
      "ts_ms": 1700000000123, "price": 43000.1, "qty": 0.5, "side": "buy", "trade_id": "42"}
 
 Types: trade (price, qty, side, trade_id), book_snapshot / book_delta (bids, asks as
-[[price, qty], ...]), quote (bid_price, bid_qty, ask_price, ask_qty). Pairs match with
+[[price, qty], ...]), book_lost (reason), quote (bid_price, bid_qty, ask_price, ask_qty). Pairs match with
 the exchange lower-cased and base/quote upper-cased. Each file must be in time order
 (ts_ms never decreasing); several files are merged by time (ties: file name order, then
 line order). A bad line raises ValueError naming the file and the line number.
 
 `ReplaySource(path_or_dir)` indexes the files once (first use): which pairs each holds,
 their first/last timestamp and a byte offset every few thousand lines, so reading a
-window seeks close to its start instead of parsing the whole file every time."""
+window seeks close to its start instead of parsing the whole file every time. A window
+that starts where the pair's previous one ended continues on the open file (gzip cannot
+seek cheaply), so ingestion's one-second windows cost what one long read costs.
+
+`ReplaySource(path, loop_from_ms=A)` plays the recording over and over from A on (a demo
+served from real traffic): see `LoopedReplay`."""
 
 from __future__ import annotations
 
@@ -23,7 +28,10 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from market.sources.events import BookDelta, BookSnapshot, Event, PairRef, Quote, Trade
+import dataclasses
+import threading
+
+from market.sources.events import BookDelta, BookLost, BookSnapshot, Event, PairRef, Quote, Trade
 
 try:  # orjson is a project dependency; fall back to the standard library
     import orjson
@@ -102,12 +110,14 @@ def event_from_dict(obj) -> Event:
             return BookDelta(ts, _levels(obj.get("bids", []), "bids"), _levels(obj.get("asks", []), "asks"))
         if kind == "book_snapshot":
             return BookSnapshot(ts, _levels(obj["bids"], "bids"), _levels(obj["asks"], "asks"))
+        if kind == "book_lost":
+            return BookLost(ts, str(obj.get("reason", "")))
         if kind == "quote":
             return Quote(ts, _num(obj["bid_price"], "bid_price"), _num(obj["bid_qty"], "bid_qty"),
                          _num(obj["ask_price"], "ask_price"), _num(obj["ask_qty"], "ask_qty"))
     except KeyError as exc:
         raise ValueError(f"{kind} needs field {exc.args[0]!r}") from None
-    raise ValueError(f"unknown type {kind!r} (trade, book_snapshot, book_delta or quote)")
+    raise ValueError(f"unknown type {kind!r} (trade, book_snapshot, book_delta, book_lost or quote)")
 
 
 def event_to_dict(event: Event, pair: PairRef) -> dict:
@@ -119,6 +129,8 @@ def event_to_dict(event: Event, pair: PairRef) -> dict:
     if kind is BookDelta or kind is BookSnapshot:
         return {"type": "book_delta" if kind is BookDelta else "book_snapshot", **head,
                 "bids": [list(level) for level in event.bids], "asks": [list(level) for level in event.asks]}
+    if kind is BookLost:
+        return {"type": "book_lost", **head, "reason": event.reason}
     if kind is Quote:
         return {"type": "quote", **head, "bid_price": event.bid_price, "bid_qty": event.bid_qty,
                 "ask_price": event.ask_price, "ask_qty": event.ask_qty}
@@ -171,6 +183,8 @@ class ReplaySource:
         self.root = root
         self.files = files
         self._index: list[_FileIndex] | None = None
+        self._resume: dict[tuple, _Resume] = {}
+        self._resume_lock = threading.Lock()
 
     # -- index ---------------------------------------------------------------------
     def _indexed(self) -> list[_FileIndex]:
@@ -254,24 +268,112 @@ class ReplaySource:
             yield event
 
     def _read(self, idx: _FileIndex, key: tuple, start_ms: int, end_ms: int):
-        # seek to the last checkpoint strictly before start_ms: every line before it is earlier
-        pos = bisect_left(idx.checkpoints, (start_ms,)) - 1
-        offset, lineno = (idx.checkpoints[pos][1], idx.checkpoints[pos][2] - 1) if pos >= 0 else (0, 0)
-        order = idx.order
-        with _open(idx.path) as fh:
+        with self._resume_lock:
+            resume = self._resume.pop((idx.order, key), None)  # one reader at a time owns it
+        if resume is not None and resume.end_ms != start_ms:
+            resume.fh.close()
+            resume = None
+        if resume is None:
+            # seek to the last checkpoint strictly before start_ms: every line before it is earlier
+            pos = bisect_left(idx.checkpoints, (start_ms,)) - 1
+            offset, lineno = (idx.checkpoints[pos][1], idx.checkpoints[pos][2] - 1) if pos >= 0 else (0, 0)
+            fh = _open(idx.path)
             if offset:
                 fh.seek(offset)
-            for raw in fh:
-                lineno += 1
-                if not raw.strip():
-                    continue
-                obj = self._parse(raw, idx.path, lineno)
+            resume = _Resume(fh, lineno, None, start_ms)
+        order = idx.order
+        fh, lineno = resume.fh, resume.lineno
+        finished = False
+        try:
+            pending = resume.pending
+            while True:
+                if pending is not None:
+                    obj, line_of_obj, pending = pending[0], pending[1], None
+                else:
+                    raw = fh.readline()
+                    if not raw:
+                        break
+                    lineno += 1
+                    if not raw.strip():
+                        continue
+                    obj, line_of_obj = self._parse(raw, idx.path, lineno), lineno
                 ts = obj["ts_ms"]
                 if ts >= end_ms:
+                    pending = (obj, line_of_obj)
                     break
                 if ts < start_ms or _pair_key(obj["exchange"], obj["base"], obj["quote"]) != key:
                     continue
-                yield (ts, order, lineno, obj["_event"])
+                yield (ts, order, line_of_obj, obj["_event"])
+            finished = True
+        finally:
+            if finished:
+                with self._resume_lock:
+                    self._resume[(order, key)] = _Resume(fh, lineno, pending, end_ms)
+            else:
+                fh.close()
+
+
+class _Resume:
+    """Where the last window of a pair in a file stopped: the open file, the line count and
+    the first line at or after the window's end (read, not yet used)."""
+
+    __slots__ = ("fh", "lineno", "pending", "end_ms")
+
+    def __init__(self, fh, lineno: int, pending, end_ms: int):
+        self.fh, self.lineno, self.pending, self.end_ms = fh, lineno, pending, end_ms
+
+
+class LoopedReplay:
+    """A recording played over and over from `loop_from_ms` on, as if it were live.
+
+    Rules:
+    * The recording spans [first, last] (all pairs of all files). It plays with a period
+      P = (last - first) rounded up to a whole second, plus one second; play k starts at
+      loop_from_ms + k * P and holds every recorded event shifted by the same whole
+      number of seconds (bars keep their contents).
+    * Every play after the first starts with a BookLost: the book the previous play left
+      is not carried over; it comes back with the recording's first snapshot.
+    * Pure: the same loop_from_ms gives the same events for any window, in any split.
+    * Nothing exists before loop_from_ms, and the source never ends."""
+
+    name = "replay"
+
+    def __init__(self, recording: ReplaySource, loop_from_ms: int):
+        self.recording = recording
+        self.loop_from_ms = loop_from_ms - loop_from_ms % 1000
+        firsts = [info[0] for idx in recording._indexed() for info in idx.pairs.values()]
+        lasts = [info[1] for idx in recording._indexed() for info in idx.pairs.values()]
+        if not firsts:
+            raise ValueError(f"no events in {recording.root}")
+        self.first = min(firsts) - min(firsts) % 1000
+        self.period = -(-(max(lasts) - self.first) // 1000) * 1000 + 1000
+        self.shift = self.loop_from_ms - self.first
+
+    def pairs(self) -> list[PairRef]:
+        return self.recording.pairs()
+
+    def earliest_ms(self, pair: PairRef) -> int | None:
+        return self.loop_from_ms if self.recording.earliest_ms(pair) is not None else None
+
+    def latest_ms(self, pair: PairRef) -> int | None:
+        return None
+
+    def events(self, pair: PairRef, start_ms: int, end_ms: int) -> Iterator[Event]:
+        start_ms = max(start_ms, self.loop_from_ms)
+        if end_ms <= start_ms or self.recording.earliest_ms(pair) is None:
+            return
+        play = (start_ms - self.loop_from_ms) // self.period
+        while True:
+            play_start = self.loop_from_ms + play * self.period
+            if play_start >= end_ms:
+                return
+            offset = self.shift + play * self.period
+            if play and start_ms <= play_start:
+                yield BookLost(play_start, "the recording starts again")
+            for event in self.recording.events(pair, max(start_ms, play_start) - offset,
+                                               min(end_ms, play_start + self.period) - offset):
+                yield dataclasses.replace(event, ts_ms=event.ts_ms + offset)
+            play += 1
 
 
 def record(source, pair: PairRef, start_ms: int, end_ms: int, path) -> int:
@@ -279,4 +381,4 @@ def record(source, pair: PairRef, start_ms: int, end_ms: int, path) -> int:
     return write_jsonl(source.events(pair, start_ms, end_ms), pair, path)
 
 
-__all__ = ["ReplaySource", "write_jsonl", "record", "event_from_dict", "event_to_dict", "SUFFIXES"]
+__all__ = ["ReplaySource", "LoopedReplay", "write_jsonl", "record", "event_from_dict", "event_to_dict", "SUFFIXES"]

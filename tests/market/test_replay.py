@@ -160,3 +160,74 @@ def test_blank_lines_are_skipped(tmp_path):
 def test_a_missing_path_is_reported():
     with pytest.raises(FileNotFoundError):
         ReplaySource("/nonexistent/replay/dir")
+
+
+# -- windows in a row, book_lost lines, loops ------------------------------------------------
+
+def test_consecutive_windows_in_any_split_equal_one_read(tmp_path, sim_events):
+    import random
+
+    path = tmp_path / "a.jsonl.gz"
+    write_jsonl(sim_events, BTC, path)
+    whole = list(ReplaySource(path).events(BTC, T0, T0 + 120_000))
+    rng = random.Random(5)
+    for _ in range(5):
+        source = ReplaySource(path)
+        cuts = sorted({T0, T0 + 120_000, *(rng.randrange(T0, T0 + 120_000) for _ in range(40))})
+        pieces = [e for a, b in zip(cuts, cuts[1:]) for e in source.events(BTC, a, b)]
+        assert pieces == whole
+        again = list(source.events(BTC, T0 + 30_000, T0 + 60_000))  # a window that does not follow on
+        assert again == [e for e in whole if T0 + 30_000 <= e.ts_ms < T0 + 60_000]
+
+
+def test_windows_of_two_pairs_read_alternately_stay_exact(tmp_path, sim_events):
+    eth = list(SimulatorSource(seed=7).events(ETH, T0, T0 + 60_000))
+    merged = sorted([(e, BTC) for e in sim_events if e.ts_ms < T0 + 60_000] + [(e, ETH) for e in eth],
+                    key=lambda item: item[0].ts_ms)
+    path = tmp_path / "two.jsonl"
+    with open(path, "wb"):
+        pass
+    for event, pair in merged:
+        write_jsonl([event], pair, path, append=True)
+    source = ReplaySource(path)
+    got = {BTC: [], ETH: []}
+    for start in range(T0, T0 + 60_000, 1_000):
+        for pair in (BTC, ETH):
+            got[pair].extend(source.events(pair, start, start + 1_000))
+    assert got[BTC] == [e for e, p in merged if p == BTC] and got[ETH] == eth
+
+
+def test_a_lost_book_is_written_and_read_back(tmp_path):
+    from market.sources.events import BookLost
+
+    events = HAND_MADE[:3] + [BookLost(T0 + 6, "sequence gap"), BookSnapshot(T0 + 7, ((100.0, 1.0),), ())]
+    write_jsonl(events, BTC, tmp_path / "a.jsonl")
+    assert list(ReplaySource(tmp_path / "a.jsonl").events(BTC, T0, T0 + 10)) == events
+
+
+def test_a_looped_recording_plays_again_and_again_with_a_fresh_book_each_time(tmp_path, sim_events):
+    from market.sources.events import BookLost
+    from market.sources.replay import LoopedReplay
+
+    recording = [e for e in sim_events if e.ts_ms < T0 + 10_500]
+    write_jsonl(recording, BTC, tmp_path / "a.jsonl")
+    anchor = 1_800_000_000_000
+    looped = LoopedReplay(ReplaySource(tmp_path / "a.jsonl"), anchor)
+    assert looped.period == 12_000 and looped.earliest_ms(BTC) == anchor and looped.latest_ms(BTC) is None
+    three = list(looped.events(BTC, anchor - 5_000, anchor + 36_000))
+    for play in range(3):
+        start = anchor + play * 12_000
+        shifted = [e for e in three if start <= e.ts_ms < start + 12_000]
+        if play:
+            assert shifted[0] == BookLost(start, "the recording starts again")
+            shifted = shifted[1:]
+        assert [dataclasses_replace(e, ts_ms=e.ts_ms - start + T0) for e in shifted] == recording
+    cuts = [anchor, anchor + 7_777, anchor + 12_000, anchor + 12_001, anchor + 30_500, anchor + 36_000]
+    fresh = LoopedReplay(ReplaySource(tmp_path / "a.jsonl"), anchor)
+    assert [e for a, b in zip(cuts, cuts[1:]) for e in fresh.events(BTC, a, b)] == three
+
+
+def dataclasses_replace(event, **changes):
+    import dataclasses
+
+    return dataclasses.replace(event, **changes)

@@ -25,10 +25,16 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
         parser.add_argument("--history-days", type=int, default=365,
                             help="Days of hourly and daily history for the simulated pairs (0: none)")
+        parser.add_argument("--live", action="append", default=[], metavar="EXCHANGE",
+                            help="Feed this exchange's pairs from the exchange itself (binance, coinbase; "
+                                 "needs the internet)")
+        parser.add_argument("--recording", action="append", default=[], metavar="EXCHANGE=PATH",
+                            help="Feed this exchange's pairs from a replay recording played in a loop from now")
 
-    def handle(self, *args, base_url, history_days, **opts):
+    def handle(self, *args, base_url, history_days, live, recording, **opts):
         plans_seed_defaults()
         pairs = catalog_seed_demo()
+        self._set_sources(live, recording)
         if history_days:
             started = timezone.now()
             written = history_seed(pairs=pairs, days=history_days, seed=settings.SIMULATOR_SEED,
@@ -61,6 +67,36 @@ class Command(BaseCommand):
             self.stdout.write("  Demo key: the demo account holds two other keys; revoke one on the "
                               "API keys page and run seed_demo again.")
         self.stdout.write("")
+
+    def _set_sources(self, live, recordings):
+        """Where each exchange's data comes from (the simulator unless told otherwise)."""
+        from pathlib import Path
+
+        from django.core.management.base import CommandError
+
+        from market.models import Exchange
+        from streaming.models import BookCheckpoint, IngestionState
+
+        changes = {slug: {"source": Exchange.Source.EXCHANGE, "ccxt_id": slug, "replay_loop_from_ms": None}
+                   for slug in live}
+        if not live and not recordings:  # a plain demo: recordings played by an earlier run stop
+            for slug in Exchange.objects.filter(replay_loop_from_ms__isnull=False).values_list("slug", flat=True):
+                changes[slug] = {"source": Exchange.Source.SIMULATOR, "replay_loop_from_ms": None}
+        for text in recordings:
+            slug, sep, path = text.partition("=")
+            if not sep or not Path(path).exists():
+                raise CommandError(f"--recording takes EXCHANGE=PATH of an existing recording, got {text!r}")
+            changes[slug] = {"source": Exchange.Source.REPLAY, "replay_path": str(Path(path).resolve()),
+                             "replay_loop_from_ms": int(timezone.now().timestamp() * 1000)}
+        for slug, fields in changes.items():
+            if not Exchange.objects.filter(slug=slug).update(**fields):
+                raise CommandError(f"no exchange {slug!r} in the catalog")
+            # the pairs start over from their new source's data
+            IngestionState.objects.filter(pair__exchange__slug=slug).update(
+                cursor_ms=None, coverage_from_ms=None, gaps=[], feed={}, fatal=False, last_error="")
+            BookCheckpoint.objects.filter(pair__exchange__slug=slug).delete()
+            self.stdout.write(f"  Source:   {slug} <- {fields['source']} "
+                              f"{fields.get('replay_path', '')}".rstrip())
 
     @staticmethod
     def _subscribe_demo(account, pairs):
