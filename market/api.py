@@ -81,7 +81,7 @@ class SeriesView(AccountAPIView):
         keep, sides = self.columns(data)
         bars = bars_range(pair=pair, granularity=granularity, from_ms=_day_ms(start),
                           to_ms=_day_ms(end) + 86_400_000)  # not end + 1 day: 9999-12-31 has none
-        rows = series.rows(bars, self.metric, resolution, keep=keep)
+        rows = series.rows(bars, self.metric, resolution, keep=keep, rounding=pair.rounding)
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
                 "metric_type": self.metric, "sides": sides, "resolution": resolution,
                 "start": start.isoformat(), "end": end.isoformat(), "count": len(rows)}

@@ -62,10 +62,22 @@ class Asset(models.Model):
 
 
 class Pair(models.Model):
+    class TradingStatus(models.TextChoices):
+        TRADING = "trading", "Trading"
+        HALTED = "halted", "Halted by the exchange"
+        DELISTED = "delisted", "No longer listed by the exchange"
+
     exchange = models.ForeignKey(Exchange, on_delete=models.PROTECT, related_name="pairs")
     base = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="base_pairs")
     quote = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="quote_pairs")
     streamable = models.BooleanField(default=True, help_text="Can be subscribed to and streamed")
+    price_increment = models.DecimalField(max_digits=30, decimal_places=18, null=True, blank=True,
+                                          help_text="The exchange's tick (prices are served at its decimals)")
+    amount_increment = models.DecimalField(max_digits=30, decimal_places=18, null=True, blank=True,
+                                           help_text="The exchange's step for quantities in the base asset")
+    min_amount = models.DecimalField(max_digits=30, decimal_places=18, null=True, blank=True,
+                                     help_text="Smallest order the exchange accepts, in the base asset")
+    trading_status = models.CharField(max_length=10, choices=TradingStatus.choices, default=TradingStatus.TRADING)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -73,6 +85,14 @@ class Pair(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["exchange", "base", "quote"], name="pair_unique"),
             models.CheckConstraint(condition=~Q(base=models.F("quote")), name="pair_two_assets"),
+            models.CheckConstraint(condition=Q(price_increment__isnull=True) | Q(price_increment__gt=0),
+                                   name="pair_price_increment_positive"),
+            models.CheckConstraint(condition=Q(amount_increment__isnull=True) | Q(amount_increment__gt=0),
+                                   name="pair_amount_increment_positive"),
+            models.CheckConstraint(condition=Q(min_amount__isnull=True) | Q(min_amount__gte=0),
+                                   name="pair_min_amount_nonnegative"),
+            models.CheckConstraint(condition=Q(trading_status__in=["trading", "halted", "delisted"]),
+                                   name="pair_trading_status_valid"),
         ]
 
     def __str__(self) -> str:
@@ -85,6 +105,16 @@ class Pair(models.Model):
     @property
     def path(self) -> str:
         return f"{self.exchange.slug}/{self.base.symbol}/{self.quote.symbol}"
+
+    @property
+    def rounding(self):
+        """How this pair's numbers are served (market/precision.py)."""
+        from .precision import Rounding
+
+        cached = self.__dict__.get("_rounding")
+        if cached is None:
+            cached = self.__dict__["_rounding"] = Rounding(self.price_increment, self.amount_increment)
+        return cached
 
 
 class BarFields(models.Model):

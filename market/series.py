@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from .bars import Bar
+from .precision import NOISE_ONLY, Rounding
 
 
 def _day(ts_ms: int) -> str:
@@ -66,7 +67,8 @@ LIMIT_ORDER_SIDES = {
 }
 
 
-def rows(bars, metric: str, resolution: str, *, keep: tuple[str, ...] | None = None) -> list[dict]:
+def rows(bars, metric: str, resolution: str, *, keep: tuple[str, ...] | None = None,
+         rounding: Rounding = NOISE_ONLY) -> list[dict]:
     """Series rows for the bars, skipping bars with no data for the metric. `keep`
     restricts the columns (limit-orders `side`)."""
     build, fmt = METRICS[metric]["row"], DATE_FORMAT[resolution]
@@ -77,5 +79,5 @@ def rows(bars, metric: str, resolution: str, *, keep: tuple[str, ...] | None = N
             continue
         if keep is not None:
             values = {k: values[k] for k in keep}
-        out.append({"date": fmt(bar.ts_ms), **values})
+        out.append({"date": fmt(bar.ts_ms), **rounding.row(values)})
     return out

@@ -114,11 +114,11 @@ class StatusView(StreamingView):
         return Response(selectors.pair_status(pair=pair, account=request.user.account))
 
 
-def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply):
+def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply, rounding):
     """Pages of rows by keyset (ts_ms > last), each page its own short query, so the
     response can be streamed without a server-side cursor held across threads."""
     model = BAR_MODELS[granularity]
-    columns, make = snapshot.stored_columns(metrics), snapshot.row_maker(metrics, supply)
+    columns, make = snapshot.stored_columns(metrics), snapshot.row_maker(metrics, supply, rounding)
 
     def fetch(after_ms: int) -> list[dict]:
         rows = (model.objects.filter(pair_id=pair_id, ts_ms__gt=after_ms, ts_ms__lt=to_ms)
@@ -175,7 +175,7 @@ class SnapshotView(StreamingView):
         head = {"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
                 "granularity": granularity, "from_ms": from_ms, "to_ms": to_ms, "metrics": metrics,
                 "count": count}
-        fetch = _bar_row_fetcher(pair.pk, granularity, upper, metrics, pair.base.circulating_supply)
+        fetch = _bar_row_fetcher(pair.pk, granularity, upper, metrics, pair.base.circulating_supply, pair.rounding)
         if count <= settings.SNAPSHOT_STREAM_ROWS:
             rows, after = [], from_ms - 1
             while page := fetch(after):
@@ -205,7 +205,7 @@ class LiveView(StreamingView):
             return Response(None)
         subscription = selectors.subscription_get(account=request.user.account, pair=pair)
         metrics = subscription.metrics if subscription else list(METRICS)
-        return Response(snapshot.row(bar, metrics, pair.base.circulating_supply))
+        return Response(snapshot.row(bar, metrics, pair.base.circulating_supply, pair.rounding))
 
 
 class StreamTokenView(StreamingView):

@@ -20,7 +20,7 @@ def on_bars(pair, bars) -> None:
     supply = pair.base.circulating_supply
     for bar in bars:
         if bar.ts_ms >= horizon:
-            _safely(hub.publish, hub.pair_channel(pair.pk), "bar", snapshot.row(bar, ALL_METRICS, supply))
+            _safely(hub.publish, hub.pair_channel(pair.pk), "bar", snapshot.row(bar, ALL_METRICS, supply, pair.rounding))
 
 
 def on_status(pair_id: int, status: dict) -> None:

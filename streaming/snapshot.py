@@ -9,6 +9,7 @@ import orjson
 
 from config.api import toon
 from market.bars import Bar
+from market.precision import NOISE_ONLY, Rounding
 
 FIELDS = {
     "trade": ("open", "high", "low", "close", "volume", "buy_volume", "sell_volume", "trade_count", "vwap"),
@@ -25,9 +26,9 @@ def _has_data(bar: Bar, metric: str) -> bool:
     return {"trade": bar.trade_count, "book": bar.book_samples, "quote": bar.quote_count}[metric] > 0
 
 
-def row(bar: Bar, metrics: list[str], circulating_supply: float | None) -> dict:
+def row(bar: Bar, metrics: list[str], circulating_supply: float | None, rounding: Rounding = NOISE_ONLY) -> dict:
     """A bar's row: ts_ms, then each requested metric's fields; nulls where the bar has no
-    data for the metric."""
+    data for the metric; numbers as market/precision.py serves them."""
     out = {"ts_ms": bar.ts_ms}
     for metric in metrics:
         present = _has_data(bar, metric)
@@ -38,7 +39,7 @@ def row(bar: Bar, metrics: list[str], circulating_supply: float | None) -> dict:
                 out[field] = circulating_supply
             else:
                 out[field] = getattr(bar, field)
-    return out
+    return rounding.row(out)
 
 
 _SOURCE_COLUMNS = {
@@ -53,7 +54,7 @@ def stored_columns(metrics: list[str]) -> tuple[str, ...]:
     return ("ts_ms",) + tuple(c for m in metrics for c in _SOURCE_COLUMNS[m])
 
 
-def row_maker(metrics: list[str], circulating_supply: float | None):
+def row_maker(metrics: list[str], circulating_supply: float | None, rounding: Rounding = NOISE_ONLY):
     """A function from a tuple of stored_columns(metrics) to the snapshot row; the same
     values as row(), computed straight from the columns (this is the hot loop of an
     86,400-bar snapshot)."""
@@ -88,8 +89,9 @@ def row_maker(metrics: list[str], circulating_supply: float | None):
                            spread_bps=(ask - bid) / mid * 10_000 if mid else None)
             else:
                 out.update(dict.fromkeys(FIELDS["quote"]))
-        return out
+        return round_row(out)
 
+    round_row = rounding.row
     return make
 
 

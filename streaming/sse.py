@@ -178,7 +178,7 @@ async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_
     if grant.status is not None:
         opening.append(encode("status", grant.status))
     for kind, payload in grant.replay:
-        piece = (stream.bar_event(snapshot.row(payload, ["trade", "book", "quote"], grant.circulating_supply))
+        piece = (stream.bar_event(snapshot.row(payload, ["trade", "book", "quote"], grant.circulating_supply, grant.rounding))
                  if kind == "bar" else stream.scheme_event(payload))
         if piece:
             opening.append(piece)

@@ -16,6 +16,7 @@ from accounts.authentication import bearer_token, caller_for_token
 from accounts.models import Account, ApiKey, User
 from config.api.errors import ApiError, NotFound, PaymentRequired, PlanForbidden, Unauthorized
 from market.models import Pair
+from market.precision import NOISE_ONLY, Rounding
 from market.selectors import pair_get
 
 from . import selectors
@@ -55,6 +56,7 @@ class StreamGrant:
     metrics: list[str]
     circulating_supply: float | None
     status: dict
+    rounding: Rounding = NOISE_ONLY
     replay: list = field(default_factory=list)
     reset: dict | None = None
 
@@ -94,7 +96,7 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id) -> St
         raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
                               "POST /api/v1/streams first.", details={"reason": "not_subscribed", "pair": pair.path})
     grant = StreamGrant(account_id=account.pk, key_id=key_id, pair_id=pair.pk, pair_path=pair.path,
-                        metrics=subscription.metrics, circulating_supply=pair.base.circulating_supply,
+                        metrics=subscription.metrics, circulating_supply=pair.base.circulating_supply, rounding=pair.rounding,
                         status=selectors.pair_status(pair=pair, account=account))
     if last_event_id:
         grant.replay, grant.reset = selectors.replay_since(pair=pair, cursor=last_event_id)

@@ -1,0 +1,75 @@
+"""Numbers as served: no binary float noise, prices and quantities at the instrument's
+precision. Plain Python.
+
+Rules (JSON, TOON and SSE alike, every path that serves bars):
+* Prices (open, high, low, close, bid_price, ask_price) are rounded to the decimals of the
+  pair's price increment (0.01 -> 2 decimals); mid_price to one decimal more (the half
+  tick is exact). Quantities in the base asset (volume, buy_volume, sell_volume,
+  bid_depth, ask_depth, bid_amount, ask_amount) to the decimals of its amount increment.
+  A pair whose increments are not known yet gets 10 significant digits for both.
+* Derived figures are rounded to significant digits: vwap, price_sum and notionals to 10
+  (a price-weighted mean is finer than the tick, and 10 digits hold it), spread_bps,
+  imbalance, price_variance and the mean order counts to 6 (ratios measured from floats
+  carry no more).
+* Counts and timestamps are integers already; None stays None.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+PRICES = ("open", "high", "low", "close", "bid_price", "ask_price")
+AMOUNTS = ("volume", "buy_volume", "sell_volume", "bid_depth", "ask_depth", "bid_amount", "ask_amount")
+SIGNIFICANT = {"vwap": 10, "price_sum": 10, "bid_notional": 10, "ask_notional": 10,
+               "spread_bps": 6, "spread_bps_avg": 6, "spread_bps_min": 6, "spread_bps_max": 6,
+               "imbalance": 6, "price_variance": 6, "bid_orders": 6, "ask_orders": 6}
+UNKNOWN_DIGITS = 10
+
+
+def decimals_of(increment) -> int | None:
+    """0.01 -> 2, 1 -> 0, 0.5 -> 1; None when unknown."""
+    if increment is None:
+        return None
+    exponent = Decimal(str(increment)).normalize().as_tuple().exponent
+    return max(-exponent, 0)
+
+
+def significant(value: float, digits: int) -> float:
+    return float(f"{value:.{digits}g}")
+
+
+class Rounding:
+    """Rounds a served row in place (see the module's rules)."""
+
+    __slots__ = ("price_decimals", "amount_decimals", "_plan")
+
+    def __init__(self, price_increment=None, amount_increment=None):
+        self.price_decimals = decimals_of(price_increment)
+        self.amount_decimals = decimals_of(amount_increment)
+        plan = {}
+        for name in PRICES:
+            plan[name] = ("d", self.price_decimals) if self.price_decimals is not None else ("s", UNKNOWN_DIGITS)
+        plan["mid_price"] = (("d", self.price_decimals + 1) if self.price_decimals is not None
+                             else ("s", UNKNOWN_DIGITS))
+        for name in AMOUNTS:
+            plan[name] = ("d", self.amount_decimals) if self.amount_decimals is not None else ("s", UNKNOWN_DIGITS)
+        for name, digits in SIGNIFICANT.items():
+            plan[name] = ("s", digits)
+        self._plan = plan
+
+    def row(self, row: dict) -> dict:
+        for name, (how, digits) in self._plan.items():
+            value = row.get(name)
+            if value is None or value.__class__ is int:
+                continue
+            row[name] = round(value, digits) if how == "d" else (significant(value, digits) if value else 0.0)
+        return row
+
+    def price(self, value: float | None) -> float | None:
+        return self.row({"close": value})["close"]
+
+    def amount(self, value: float | None) -> float | None:
+        return self.row({"volume": value})["volume"]
+
+
+NOISE_ONLY = Rounding()
