@@ -16,7 +16,7 @@ from market.sources.venues import feed_for
 from streaming.feeds import PairFeed
 
 from .reference import binance_reference
-from .server import BINANCE_BTC, COINBASE_WS, ReplayingExchange
+from .server import BINANCE_BTC, ReplayingExchange
 
 BTC = PairRef("binance", "BTC", "USDT")
 
@@ -168,5 +168,3 @@ def test_coinbase_refuses_an_unknown_product_at_once():
             running.thread.join(10)
     assert isinstance(running.error, SourceFatalError) and "not a valid product" in running.error.reason
 
-
-assert COINBASE_WS.exists()
