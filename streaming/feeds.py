@@ -241,11 +241,21 @@ class FeedRunner:
             self.loop.call_soon_threadsafe(feed.task.cancel)
 
     def stop_all(self, timeout: float = 5.0) -> None:
+        """Cancel every feed and wait (up to timeout) for them to close their connections."""
         with self._lock:
             feeds, self.feeds = list(self.feeds.values()), {}
-        for feed in feeds:
-            if feed.task is not None:
-                self.loop.call_soon_threadsafe(feed.task.cancel)
+        tasks = [feed.task for feed in feeds if feed.task is not None]
+
+        async def cancelled():
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if tasks:
+            try:
+                asyncio.run_coroutine_threadsafe(cancelled(), self.loop).result(timeout)
+            except Exception:  # a feed that does not close in time is left to the process exit
+                logger.warning("live feeds did not close within %s s", timeout)
 
     def _close_idle(self) -> None:
         idle_after = settings.FEED_IDLE_SECONDS
