@@ -156,7 +156,7 @@ class PairFeed:
             out = {"state": getattr(status, "state", LIVE if self.live else "connecting"),
                    "late_events": self.late_events}
             for name in ("reason", "since_ms", "disconnects", "recent_disconnects", "degraded", "resyncs",
-                         "trades_missed", "synced_at_ms"):
+                         "trades_missed", "synced_at_ms", "snapshot_reach_pct"):
                 value = getattr(status, name, None)
                 if value not in (None, ""):
                     out[name] = value

@@ -111,6 +111,11 @@ def test_the_snapshot_takes_the_time_of_the_first_diff_applied_after_it():
     assert type(books[0]) is BookSnapshot and type(books[1]) is BookDelta
     assert books[0].ts_ms == books[1].ts_ms
     assert len(books[0].bids) == 1_000 and len(books[0].asks) == 1_000
+    codec = BinanceCodec("BTCUSDT")
+    for line in raw_lines("BTCUSDT"):
+        message = json.loads(line.partition(" ")[2])
+        codec.on_snapshot(message) if "lastUpdateId" in message else codec.on_message(message)
+    assert codec.snapshot_reach_pct == 0.333  # 1,000 levels reach 0.333 % of the mid: the 1 % band is not all known
 
 
 def diff(first, last, ts, bids=(), asks=()):

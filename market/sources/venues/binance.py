@@ -33,6 +33,16 @@ from ..events import BookDelta, BookSnapshot, Event, Quote, Trade
 MAX_BUFFERED_DIFFS = 10_000
 
 
+def reach_pct(bids, asks) -> float | None:
+    """How far from the mid a snapshot reaches on its shorter side, in % of the mid: the
+    depth within that distance is known exactly; beyond it only levels a diff touched."""
+    if not bids or not asks:
+        return None
+    best_bid, best_ask = float(bids[0][0]), float(asks[0][0])
+    mid = (best_bid + best_ask) / 2
+    return round(min(mid - float(bids[-1][0]), float(asks[-1][0]) - mid) / mid * 100, 3)
+
+
 def _levels(raw) -> tuple[tuple[float, float], ...]:
     return tuple((float(p), float(q)) for p, q in raw)
 
@@ -48,6 +58,7 @@ class BinanceCodec:
         self.last_trade_id: int | None = None
         self.trades_missed = 0
         self.synced_at_ms: int | None = None
+        self.snapshot_reach_pct: float | None = None
         self.wants_snapshot = "first sync"  # why a (new) REST snapshot is needed; "" once synced
 
     @property
@@ -109,6 +120,7 @@ class BinanceCodec:
                 return []
             ts = diff["E"]
             self.synced, self.last_u, self._snapshot, self.synced_at_ms = True, last, None, ts
+            self.snapshot_reach_pct = reach_pct(snapshot["bids"], snapshot["asks"])
             return [BookSnapshot(ts, _levels(snapshot["bids"]), _levels(snapshot["asks"])),
                     BookDelta(ts, _levels(diff["b"]), _levels(diff["a"]))]
         if last <= self.last_u:

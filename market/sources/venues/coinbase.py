@@ -42,6 +42,7 @@ class CoinbaseCodec:
         self.last_trade_id: int | None = None
         self.trades_missed = 0
         self.synced_at_ms: int | None = None
+        self.snapshot_reach_pct: float | None = None
         self.wants_snapshot = "first sync"
 
     def lose_book(self, why: str = "reconnect") -> None:
@@ -64,7 +65,10 @@ class CoinbaseCodec:
         ts = iso_ms(text)
         out: list[Event] = []
         if self._held is not None and kind == "l2update":
+            from .binance import reach_pct
+
             out.append(BookSnapshot(ts, self._held.bids, self._held.asks))
+            self.snapshot_reach_pct = reach_pct(self._held.bids, self._held.asks)
             self._held, self.synced, self.synced_at_ms, self.wants_snapshot = None, True, ts, ""
         if kind == "l2update":
             if self.synced:

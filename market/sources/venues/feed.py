@@ -64,6 +64,7 @@ class FeedStatus:
     resyncs: int = 0
     trades_missed: int = 0
     synced_at_ms: int | None = None
+    snapshot_reach_pct: float | None = None  # the last snapshot reaches this far from the mid
 
 
 class _Retry(Exception):
@@ -99,7 +100,8 @@ class VenueFeed:
         self._status = dataclasses.replace(
             self._status, state=state, reason=reason, since_ms=since, recent_disconnects=recent,
             degraded=recent >= DEGRADED_AFTER, trades_missed=getattr(self.codec, "trades_missed", 0),
-            synced_at_ms=getattr(self.codec, "synced_at_ms", None), **changes)
+            synced_at_ms=getattr(self.codec, "synced_at_ms", None),
+            snapshot_reach_pct=getattr(self.codec, "snapshot_reach_pct", None), **changes)
         self._on_status(self._status)
 
     def _heard(self) -> None:
