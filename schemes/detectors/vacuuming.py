@@ -125,7 +125,9 @@ class VacuumingDetector:
                 st = self.sides[side]
                 st.flow.append((ts, canc, ch.executed, ch.price))
                 st.cancelled_total += canc
-        for side in touched:
+        for side in ("bid", "ask"):  # a fixed order: a set's would follow the hash seed
+            if side not in touched:
+                continue
             st = self.sides[side]
             d = eng.tracker.top_depth(side, 10)
             base = eng.base.med_depth10[side]
