@@ -15,7 +15,8 @@ Rules (what the rest of the service can rely on):
 * Book: tracked by price level from BookSnapshot (replaces the book) and BookDelta (qty 0
   removes a level). BookLost (the feed lost messages) drops the book: seconds that end
   before the next BookSnapshot carry no sample, exactly like seconds before the first
-  book event, and the book-derived quote is forgotten with it. At the end of every second ONE sample is taken, the book as it stands
+  book event, and the quotes of the second so far and the carried quote are forgotten
+  with it (a second that loses and regains its book closes on the new book's quote). At the end of every second ONE sample is taken, the book as it stands
   then: within `depth_band` (1 %) of mid on each side the sum of quantity, of price*qty
   and the number of levels. Mid is the midpoint of the book's best bid and ask (the last
   quote's mid when a side is empty). Seconds before any book event carry no sample
@@ -381,10 +382,10 @@ class BarBuilder:
         self._book_seen = False
         self._book_dirty = True
         self._top = None
-        if self._use_derived:
-            self._q_bid = self._q_ask = None
-            self._dq_n = 0
-            self._dq_sum = 0.0
+        # quotes seen before the loss say nothing about the book that comes back
+        self._q_bid = self._q_ask = None
+        self._dq_n = self._xq_n = 0
+        self._dq_sum = self._xq_sum = 0.0
 
     def _delta(self, d: BookDelta) -> None:
         if d.bids:

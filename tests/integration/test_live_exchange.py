@@ -2,7 +2,7 @@
 frames (tests/venues/server.py) in Binance's protocol, the service's own adapter connects to
 it through BINANCE_WS_URL / BINANCE_REST_URL, and the whole path runs: the worker that owns
 the pair (a Celery worker in full mode, daphne's in-process ingestion in embedded mode),
-bars in the store, the status, the REST snapshot and the SSE feed.
+bars in the store, the status, the REST snapshot, the hourly series and the SSE feed.
 
 On the way the connection is dropped, a sequence gap is injected, the stream goes silent
 and the worker is killed (kill -9) and replaced. Afterwards every stored second equals an
@@ -135,10 +135,13 @@ def run_scenario(make_account, *, full: bool):
         snapshot = httpx.post(f"{base}{PAIR_PATH}/snapshot", headers=headers, timeout=60, json={
             "metrics": ["trade", "book", "quote"], "granularity": "second",
             "from_ms": int(time.time() * 1000) - 200_000, "to_ms": int(time.time() * 1000)}).json()
-    return pair, venue, snapshot, final, live_bars
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        candles = httpx.post(f"{base}/api/v1/market/candlestick", headers=headers, timeout=60, json={
+            "exchange": "binance", "symbol": "BTC-USDT", "start": today, "end": today, "resolution": "hourly"}).json()
+    return pair, venue, snapshot, final, live_bars, candles
 
 
-def check(pair, venue, snapshot, final, live_bars):
+def check(pair, venue, snapshot, final, live_bars, candles):
     reference = binance_reference(venue, "BTCUSDT")
     rows = {row["ts_ms"]: row for row in snapshot["bars"]}
     stored = list(SecondBar.objects.filter(pair=pair).values_list("ts_ms", flat=True))
@@ -169,6 +172,17 @@ def check(pair, venue, snapshot, final, live_bars):
     # the counters are the current feed's: the worker that took over started a new one
     source = final["signals"]["source"]
     assert source["state"] == "live" and source["degraded"] is False
+    by_hour = {}
+    for second, row in rows.items():
+        if row["trade_count"]:
+            hour = time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(second // 1000))
+            by_hour.setdefault(hour, []).append(row)
+    assert {c["date"]: c["observation_count"] for c in candles["data"]} == {
+        hour: sum(r["trade_count"] for r in hour_rows) for hour, hour_rows in by_hour.items()}  # the series roll-up
+    for candle in candles["data"]:
+        hour_rows = sorted(by_hour[candle["date"]], key=lambda r: r["ts_ms"])
+        assert (candle["open"], candle["close"]) == (hour_rows[0]["open"], hour_rows[-1]["close"])
+        assert candle["high"] == max(r["high"] for r in hour_rows) and candle["low"] == min(r["low"] for r in hour_rows)
     assert live_bars and all(bar["ts_ms"] in rows for bar in live_bars)
     for bar in live_bars:  # the SSE bar is the stored one, at the same precision
         assert {k: bar[k] for k in ("trade_count", "close", "volume", "bid_depth")} == {

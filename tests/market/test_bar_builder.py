@@ -338,3 +338,20 @@ def test_after_a_lost_book_seconds_have_no_book_sample_until_the_next_snapshot()
     assert [b.book_samples for b in bars] == [1, 0, 0, 1, 1]
     assert bars[2].trade_count == 1  # trades heard while the book is unknown still count
     assert bars[1].bid_price is None and bars[3].bid_price == 100.1
+
+
+def test_a_second_that_loses_and_regains_its_book_closes_on_the_new_book_s_quote():
+    from market.sources.bar_builder import BarBuilder
+    from market.sources.events import BookLost, BookSnapshot, PairRef, Quote
+
+    ref = PairRef("binance", "BTC", "USDT")
+    t0 = 1_700_000_000_000
+    builder = BarBuilder(ref, start_ms=t0)
+    builder.feed_many([
+        BookSnapshot(t0, ((100.0, 1.0),), ((100.5, 1.0),)),
+        Quote(t0 + 100, 100.0, 1.0, 100.5, 1.0),
+        BookLost(t0 + 400, "connection lost"),
+        BookSnapshot(t0 + 700, ((99.0, 2.0),), ((99.5, 1.0),)),
+    ])
+    (bar,) = builder.flush(t0 + 1_000)
+    assert (bar.bid_price, bar.ask_price) == (99.0, 99.5) and bar.book_samples == 1

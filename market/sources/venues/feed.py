@@ -104,8 +104,16 @@ class VenueFeed:
             snapshot_reach_pct=getattr(self.codec, "snapshot_reach_pct", None), **changes)
         self._on_status(self._status)
 
-    def _heard(self) -> None:
+    def _deliver(self, message: dict, sink) -> bool:
+        """A data message: heard now, its events to the sink, live once the codec syncs.
+        Returns whether the codec was synced before it."""
         self._status = dataclasses.replace(self._status, last_message_ms=_wall_ms())
+        was_synced = self.codec.synced
+        for event in self.codec.on_message(message):
+            sink(event)
+        if self.codec.synced and not was_synced:
+            self._set(LIVE)
+        return was_synced
 
     # -- the loop -----------------------------------------------------------------------
     async def stream(self, pair: PairRef, sink: Callable[[Event], Any], on_status: Callable[[FeedStatus], Any]):
@@ -215,19 +223,16 @@ class BinanceFeed(VenueFeed):
                         for event in codec.on_snapshot(snapshot):
                             sink(event)
                         if codec.synced:
-                            self._live()
+                            self._set(LIVE)
                     if receive not in done:
                         continue
                     message, receive = receive.result(), None
                     if message is None:
                         continue
-                    self._heard()
-                    was_synced = codec.synced
-                    for event in codec.on_message(message):
-                        sink(event)
-                    if codec.synced and not was_synced:
-                        self._live()
-                    elif codec.wants_snapshot and fetch is None and (was_synced or not codec.has_snapshot):
+                    was_synced = self._deliver(message, sink)
+                    if codec.synced:
+                        continue
+                    if codec.wants_snapshot and fetch is None and (was_synced or not codec.has_snapshot):
                         if was_synced:
                             self._status = dataclasses.replace(self._status, resyncs=self._status.resyncs + 1)
                         self._set(SYNCING, codec.wants_snapshot)
@@ -236,10 +241,6 @@ class BinanceFeed(VenueFeed):
                 for task in (fetch, receive):
                     if task is not None:
                         task.cancel()
-
-    def _live(self) -> None:
-        self._set(LIVE, "")
-
 
 class CoinbaseFeed(VenueFeed):
     """wss://ws-feed.exchange.coinbase.com, channels level2, matches and ticker."""
@@ -266,12 +267,7 @@ class CoinbaseFeed(VenueFeed):
                                            f"{message.get('reason', '')}")
                 if message.get("type") in ("subscriptions", "heartbeat"):
                     continue
-                self._heard()
-                was_synced = codec.synced
-                for event in codec.on_message(message):
-                    sink(event)
-                if codec.synced and not was_synced:
-                    self._set(LIVE, "")
+                self._deliver(message, sink)
 
 
 FEEDS = {"binance": BinanceFeed, "coinbase": CoinbaseFeed}
