@@ -243,7 +243,8 @@ class BinanceFeed(VenueFeed):
                         task.cancel()
 
 class CoinbaseFeed(VenueFeed):
-    """wss://ws-feed.exchange.coinbase.com, channels level2, matches and ticker."""
+    """wss://ws-feed.exchange.coinbase.com, channels level2_batch (level2's messages batched every
+    50 ms, public; level2 itself now needs an authenticated connection), matches and ticker."""
 
     venue = "coinbase"
     WS_URL = "wss://ws-feed.exchange.coinbase.com"
@@ -256,7 +257,7 @@ class CoinbaseFeed(VenueFeed):
         codec: CoinbaseCodec = self.codec
         async with self._session.ws_connect(self.ws_url + "/", heartbeat=None, autoping=True, max_msg_size=0) as ws:
             await ws.send_str(json.dumps({"type": "subscribe", "product_ids": [codec.product],
-                                          "channels": ["level2", "matches", "ticker"]}))
+                                          "channels": ["level2_batch", "matches", "ticker"]}))
             self._set(SYNCING, "waiting for the level2 snapshot")
             while True:
                 message = await self._receive(ws)
