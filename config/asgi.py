@@ -33,4 +33,5 @@ if settings.INGESTION_IN_PROCESS and settings.INGESTION_AUTOSTART:
     # Embedded mode: no broker, so this server process also runs the ingestion loop.
     from streaming.ingestion import EmbeddedIngestion
 
+    EmbeddedIngestion.serving = True
     EmbeddedIngestion.ensure_started()

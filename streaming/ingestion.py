@@ -283,7 +283,8 @@ def _kick(pair_id: int) -> None:
     if not settings.INGESTION_AUTOSTART:
         return
     if settings.INGESTION_IN_PROCESS:
-        EmbeddedIngestion.ensure_started()
+        if EmbeddedIngestion.serving:  # a command (seed_demo, the shell) leaves ingestion to the server
+            EmbeddedIngestion.ensure_started()
         return
     from .tasks import supervise_ingestion
 
@@ -414,8 +415,12 @@ def _is_fatal(exc: BaseException) -> bool:
 
 
 class EmbeddedIngestion:
-    """The in-process ingestion thread of embedded mode (no broker)."""
+    """The in-process ingestion thread of embedded mode (no broker), run by the server
+    process (config/asgi.py sets `serving`). A management command that subscribes does not
+    start one: a thread of a short-lived process would take the leases and die with it,
+    and the server would wait for them to lapse."""
 
+    serving = False
     _thread: threading.Thread | None = None
     _stop = threading.Event()
     _lock = threading.Lock()

@@ -124,3 +124,24 @@ def test_published_bars_reach_listeners_after_commit(btc, state, django_capture_
     finally:
         publish._listeners.pop()
 
+
+
+def test_a_command_that_subscribes_leaves_ingestion_to_the_server(db, settings, btc, account,
+                                                                  django_capture_on_commit_callbacks):
+    """seed_demo used to start the embedded ingestion thread in its own process: it took the
+    leases, died with the command, and a fresh `make run` served nothing until they lapsed."""
+    from streaming.ingestion import EmbeddedIngestion
+    from streaming.services import subscription_upsert
+
+    settings.INGESTION_IN_PROCESS = settings.INGESTION_AUTOSTART = True
+    with mock.patch.object(EmbeddedIngestion, "ensure_started") as started, \
+            mock.patch.object(EmbeddedIngestion, "serving", False):
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            subscription_upsert(account=account, pair=btc, metrics=["trade"])
+        assert callbacks  # the kick ran
+        started.assert_not_called()
+        assert IngestionState.objects.get(pair=btc).lease_owner == ""
+    with mock.patch.object(EmbeddedIngestion, "ensure_started") as started, \
+            mock.patch.object(EmbeddedIngestion, "serving", True):
+        ingestion._kick(btc.pk)
+        started.assert_called_once()
