@@ -31,7 +31,7 @@ def measure(symbol: str, path: Path) -> dict:
     started = time.perf_counter()
     events = sorted(binance_recording_events(lines, symbol), key=lambda e: e.ts_ms)  # as ingestion reads them
     decode_s = time.perf_counter() - started
-    builder, engine = BarBuilder(pair), DetectorEngine(pair)
+    builder, engine = BarBuilder(pair), DetectorEngine(pair, batch_ms=100)  # Binance's @depth@100ms
     started = time.perf_counter()
     for event in events:
         builder.feed(event)

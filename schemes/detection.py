@@ -12,13 +12,21 @@ from django.conf import settings
 from market.bars import floor_ms
 
 
+def depth_batch_ms(ref, source) -> int:
+    """How long the pair's depth feed nets its updates (0: one update per event, as the
+    simulator sends them). Recordings of an exchange net as the exchange did."""
+    if source.name == "simulator":
+        return 0
+    return settings.DEPTH_BATCH_MS.get(ref.exchange, 0)
+
+
 class PairDetection:
     def __init__(self, ref, source, engine=None):
         from .detectors.engine import DetectorEngine
 
         if engine is None:
             tick = source.tick_size(ref) if hasattr(source, "tick_size") else None
-            engine = DetectorEngine(ref, tick_size=tick)
+            engine = DetectorEngine(ref, tick_size=tick, batch_ms=depth_batch_ms(ref, source))
         self.engine = engine
         self.ref = ref
         self.checkpoint_ms: int | None = None

@@ -279,3 +279,6 @@ SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)
 SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=True)
 SCHEMES_CHECKPOINT_SECONDS = env.int("SCHEMES_CHECKPOINT_SECONDS", default=10)
 SCHEMES_WARMUP_MINUTES = env.int("SCHEMES_WARMUP_MINUTES", default=30)
+# Depth streams that net their updates, per exchange slug: Binance's @depth@100ms, Coinbase's
+# level2_batch. The detectors match a level's decrease with the trades of that window.
+DEPTH_BATCH_MS = {"binance": 100, "coinbase": 50}

@@ -120,8 +120,15 @@ class Baselines:
 class BookTracker:
     """The visible book by price level plus second-by-second sampling of baselines."""
 
-    def __init__(self, tick_size: float | None = None, distance_scale: float | None = None) -> None:
+    def __init__(self, tick_size: float | None = None, distance_scale: float | None = None,
+                 batch_ms: int = 0) -> None:
         self.tick = tick_size
+        # A feed that nets its depth updates (Binance's @depth@100ms: batch_ms 100) shows a
+        # fill as a level's decrease in the batch after the trade: trades are matched with
+        # the decreases at their price in the delta's window [ts - batch_ms, ts]. 0: a
+        # per-event feed, where a fill and its decrease share the millisecond.
+        self.batch_ms = batch_ms
+        self.batch_trades: list = []  # (ts, (side, price), qty) since the last delta
         self.fixed_scale = distance_scale
         self.scale = distance_scale or 1.0
         self.bids: dict[float, float] = {}
@@ -211,6 +218,10 @@ class BookTracker:
         """Remember a trade for the next book update; returns the book side it hit."""
         self._clock(trade.ts_ms)
         side = "bid" if trade.side == "sell" else "ask"
+        if self.batch_ms:
+            self.batch_trades.append((trade.ts_ms, (side, trade.price), trade.qty))
+            self.sec_taker += trade.qty
+            return side
         if trade.ts_ms != self.pending_ts:
             self.pending.clear()
             self.pending_ts = trade.ts_ms
@@ -228,6 +239,7 @@ class BookTracker:
         self.bk = sorted(self.bids)
         self.ak = sorted(self.asks)
         self.pending.clear()
+        self.batch_trades = []
         self.snapshots += 1
         self._sample_levels(60)
 
@@ -236,7 +248,15 @@ class BookTracker:
         self._clock(ts)
         if self.tick is None:
             self._infer_tick([p for p, _ in delta.bids] + [p for p, _ in delta.asks])
-        pending = self.pending if self.pending_ts == ts else None
+        if self.batch_ms:
+            pending = {}
+            since = ts - self.batch_ms
+            for trade_ts, key, qty in self.batch_trades:
+                if trade_ts >= since:
+                    pending[key] = pending.get(key, 0.0) + qty
+            self.batch_trades = []
+        else:
+            pending = self.pending if self.pending_ts == ts else None
         out: list[Change] = []
         for side, levels, book, keys in (("bid", delta.bids, self.bids, self.bk),
                                          ("ask", delta.asks, self.asks, self.ak)):

@@ -117,9 +117,10 @@ class SchemeEvent:
 class DetectorEngine:
     """Per-pair detector: `feed(event) -> list[SchemeEvent]`."""
 
-    def __init__(self, pair_ref: PairRef, tick_size: float | None = None, distance_scale: float | None = None):
+    def __init__(self, pair_ref: PairRef, tick_size: float | None = None, distance_scale: float | None = None,
+                 batch_ms: int = 0):
         self.pair = pair_ref
-        self.tracker = BookTracker(tick_size, distance_scale)
+        self.tracker = BookTracker(tick_size, distance_scale, batch_ms)
         self.base = self.tracker.base
         self.records: dict[str, list[LargeAdd]] = {"bid": [], "ask": []}
         self._by_price: dict = {}

@@ -2,6 +2,8 @@
 
 import pickle
 
+import pytest
+
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
 from schemes.detectors import DetectorEngine, SchemeEvent
 
@@ -463,3 +465,44 @@ def test_one_large_cancel_among_small_ones_is_not_vacuuming():
         evs.append(BookDelta(t + 6000 + 100 * i, bids=((px(tks[i]), 10.0),)))
     evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))
     assert [e for e in run(eng, evs) if e.scheme == "vacuuming"] == []
+
+
+# -- netted depth feeds -----------------------------------------------------------------------
+
+def test_on_a_netted_feed_a_fill_is_matched_with_the_decrease_of_the_next_batch():
+    from schemes.detectors.book import BookTracker
+
+    for batch_ms, executed in ((100, 0.4), (0, 0.0)):
+        tracker = BookTracker(tick_size=0.01, batch_ms=batch_ms)
+        tracker.on_snapshot(BookSnapshot(1_000, ((100.0, 1.0),), ((100.01, 1.0),)))
+        tracker.on_trade(Trade(1_030, 100.0, 0.4, "sell", "1"))  # hits the bid
+        tracker.on_trade(Trade(1_040, 100.01, 0.2, "buy", "2"))  # hits the ask, which grows anyway
+        (bid, ask) = tracker.on_delta(BookDelta(1_100, ((100.0, 0.5),), ((100.01, 1.3),)))
+        assert (bid.executed, bid.cancelled) == pytest.approx((executed, 0.5 - executed))
+        assert ask.executed == 0.0  # an increase is an add, whatever traded
+
+
+def test_on_real_recorded_traffic_most_traded_volume_is_recognised_as_fills():
+    from pathlib import Path
+
+    from market.sources.venues import binance_recording_events
+
+    path = Path(__file__).resolve().parents[2] / "data/realdata/binance-spot/ethusdt_20240808.gz"
+    events = sorted(binance_recording_events(path, "ETHUSDT"), key=lambda e: e.ts_ms)
+    traded = sum(e.qty for e in events if type(e) is Trade)
+    shares = {}
+    for batch_ms in (0, 100):
+        engine = DetectorEngine(PairRef("binance", "ETH", "USDT"), batch_ms=batch_ms)
+        executed = 0.0
+        for event in events:
+            if type(event).__name__ == "BookDelta":
+                before = engine.tracker.on_delta
+                changes = before(event)
+                executed += sum(c.executed for c in changes)
+                engine.tracker.on_delta = lambda d, changes=changes: changes  # the engine reuses what we computed
+                engine.feed(event)
+                engine.tracker.on_delta = before
+            else:
+                engine.feed(event)
+        shares[batch_ms] = executed / traded
+    assert shares[0] < 0.01 and shares[100] > 0.8  # measured 0.0 % and 82.5 %
