@@ -12,9 +12,9 @@ Rules (what ingestion can rely on):
   (ts, arrival). An event that arrives after the second holding its time was read is
   late: it is moved to the first second not read yet (counted in `late_events`), never
   dropped, so the book stays exact.
-* The feed vouches for time: while it is live, up to the later of its last event and
-  now minus the lag (in exchange time, through the measured clock offset); while it is
-  not, the time is frozen where it was. Ingestion never closes a second past that point.
+* The feed vouches for time: while it is live, up to now minus the lag (in exchange
+  time, through the measured clock offset); while it is not, the time is frozen where it
+  was. Ingestion never closes a second past that point.
   When the feed stops being live it adds a BookLost at the vouched point: bars after it
   have no book sample until the feed's next BookSnapshot.
 * The buffer keeps every event since the last book checkpoint, so a step that failed, or
@@ -122,9 +122,10 @@ class PairFeed:
             if self.last_event_ms is None:
                 return None
             if self.live:
+                # now in the exchange's clock (the smallest delay seen is the clock offset),
+                # less the lag that lets the streams' small inversions arrive in time
                 offset = min(self._offsets) if self._offsets else 0
-                vouched = max(self.last_event_ms, now_ms - offset - self.lag_ms)
-                self.vouched_ms = max(self.vouched_ms or 0, vouched)
+                self.vouched_ms = max(self.vouched_ms or 0, now_ms - offset - self.lag_ms)
             return self.vouched_ms
 
     def events(self, start_ms: int, end_ms: int) -> list[Event]:
