@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef
+from market.sources.netting import net_depth
 from market.sources.simulator import SCHEMES, SimulatorSource
 
 from schemes.detectors import DetectorEngine
@@ -80,11 +81,13 @@ def _parse_pair(p) -> PairRef:
 
 def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | float = True, *,
              episodes_per_hour: float = 12.0, start_ms: int = DEFAULT_START_MS, warmup_ms: int = 5 * 60_000,
-             details: bool = False, processes: int = 1) -> dict:
+             details: bool = False, processes: int = 1, batch_ms: int = 0) -> dict:
     """Run the detectors over simulated, labelled data; see the module docstring.
-    processes > 1 runs the (seed, pair) combinations in that many worker processes."""
+    processes > 1 runs the (seed, pair) combinations in that many worker processes.
+    batch_ms > 0 nets the depth feed into batches of that length (`net_depth`), as
+    exchanges publish it, and tells the engine so."""
     pairs = [_parse_pair(p) for p in pairs]
-    jobs = [(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details)
+    jobs = [(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details, batch_ms)
             for seed in seeds for pair in pairs]
     if processes > 1:
         from multiprocessing import get_context
@@ -105,6 +108,7 @@ def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | f
     out = {
         "seeds": list(seeds), "pairs": [f"{p.exchange}/{p.base}/{p.quote}" for p in pairs],
         "hours_per_seed": hours_per_seed, "episodes_per_hour": episodes_per_hour, "pair_hours": pair_hours,
+        "batch_ms": batch_ms,
         "schemes": {s: stats[s].summary(pair_hours) for s in SCHEMES},
         "book_updates": updates, "engine_seconds": engine_s,
         "throughput_updates_per_s": updates / engine_s if engine_s else 0.0,
@@ -114,7 +118,8 @@ def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | f
     return out
 
 
-def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details):
+def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details,
+                   batch_ms=0):
     src = SimulatorSource(seed, episodes_per_hour=episodes_per_hour, hard_negatives=hard_negatives)
     stats = {s: SchemeStats() for s in SCHEMES}
     rows: list = []
@@ -122,8 +127,8 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
     updates = 0
     a = start_ms
     b = a + int(hours_per_seed * HOUR_MS)
-    events = list(src.events(pair, a - warmup_ms, b))
-    eng = DetectorEngine(pair, tick_size=src.tick_size(pair))
+    events = list(net_depth(src.events(pair, a - warmup_ms, b), batch_ms))
+    eng = DetectorEngine(pair, tick_size=src.tick_size(pair), batch_ms=batch_ms)
     dets = []
     feed = eng.feed
     t0 = time.perf_counter()

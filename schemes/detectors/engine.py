@@ -341,7 +341,7 @@ class DetectorEngine:
 
     # -- event building --------------------------------------------------------------------
     def make_event(self, scheme, side, ts, price, recs, *, t_collapse, t_collapse_end, build_start=None,
-                   build_end=None, extra_collapse=None, features=None) -> SchemeEvent:
+                   build_end=None, extra_build=None, extra_collapse=None, features=None) -> SchemeEvent:
         tr, base = self.tracker, self.base
         tick = tr.tick or 1.0
         features = dict(features or {})
@@ -376,8 +376,10 @@ class DetectorEngine:
             features.setdefault("opposite_taker", opp_qty / base.med_taker)
         conf = confidence(scheme, features)
         depth20 = base.med_depth20[side] or 1.0
-        removed_qty = canc if recs else (extra_collapse or {}).get("depth_before_qty", 0.0) - \
-            (extra_collapse or {}).get("depth_after_qty", 0.0)
+        if scheme == "vacuuming":  # the side's depth, not the large orders in it
+            removed_qty = extra_collapse["depth_before_qty"] - extra_collapse["depth_after_qty"]
+        else:
+            removed_qty = canc
         score = alert_score(conf, removed_qty / depth20, abs(collapse_move_bps + build_move_bps) * 1e-4 / sig)
         mid_ref = mid0 or price
         dists = [r.dist_ticks for r in recs]
@@ -399,6 +401,8 @@ class DetectorEngine:
             "mid_move_bps": round(build_move_bps, 3),
             "distance_scale_ticks": round(tr.scale, 3),
         }
+        if extra_build:
+            build.update(extra_build)
         pull_d = [r.pull_dist_ticks for r in recs if r.pull_dist_ticks is not None]
         collapse = {
             "start_ms": int(t_collapse), "end_ms": int(t_collapse_end), "duration_ms": int(t_collapse_end - t_collapse),

@@ -31,7 +31,7 @@ VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this shar
 
 class _Side:
     __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
-                 "before_elevation", "cancelled_total")
+                 "before_elevation", "cancelled_total", "adds")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
@@ -39,6 +39,7 @@ class _Side:
         self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
         self.cancelled_total = 0.0  # all cancels in the top 10 levels so far
         self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
+        self.adds = deque()  # (ts, price, quantity change, distance in ticks) of the top 10 levels
         self.elev_start = None
         self.elev_end = None
         self.cooldown = 0
@@ -61,6 +62,34 @@ class _Pending:
         self.other_cancelled_from, self.other_depth = other_cancelled_from, other_depth
 
 
+def _build_fields(changes: list, eng, side: str, touch: float) -> dict:
+    """The build as the orders that made it: the levels among the side's ten best whose
+    quantity grew over the build (net of what was cancelled or traded there meanwhile, so
+    a market maker re-quoting the same level over and over counts once), how much they
+    grew, how far from the touch they stood."""
+    net: dict[float, list] = {}  # price -> [net change, distance at its last change]
+    for _, price, change, dist in changes:
+        entry = net.setdefault(price, [0.0, dist])
+        entry[0] += change
+        entry[1] = dist
+    grown = [(price, qty, dist) for price, (qty, dist) in net.items() if qty > 0]
+    if not grown:
+        return {"added_qty": 0.0, "added_notional": 0.0, "levels": 0, "depth_share": 0.0}
+    tick = eng.tracker.tick or 1.0
+    mid = eng.tracker.mid() or touch or 1.0
+    dists = [g[2] for g in grown]
+    added = sum(g[1] for g in grown)
+    depth20 = eng.base.med_depth20[side]
+    return {
+        "added_qty": round(added, 12), "depth_share": round(added / depth20, 4) if depth20 else 0.0,
+        "added_notional": round(sum(g[0] * g[1] for g in grown), 6),
+        "levels": len(grown),
+        "distance_ticks_min": round(min(dists), 2), "distance_ticks_max": round(max(dists), 2),
+        "distance_bps_min": round(min(dists) * tick / mid * 1e4, 3),
+        "distance_bps_max": round(max(dists) * tick / mid * 1e4, 3),
+    }
+
+
 class VacuumingDetector:
     def __init__(self) -> None:
         self.sides = {"bid": _Side(), "ask": _Side()}
@@ -70,6 +99,7 @@ class VacuumingDetector:
         for s in self.sides.values():
             s.hist.clear()
             s.flow.clear()
+            s.adds.clear()
         self.pending.clear()
 
     def cancelled_elsewhere(self, side: str, price: float, since_ms: int) -> float:
@@ -120,9 +150,12 @@ class VacuumingDetector:
         for ch in changes:
             side = ch.side
             touched.add(side)
-            if ch.level_index < 10 and (ch.cancelled > 0 or ch.executed > 0):
+            if ch.level_index >= 10:
+                continue
+            st = self.sides[side]
+            st.adds.append((ts, ch.price, ch.new - ch.old, ch.dist_ticks))
+            if ch.cancelled > 0 or ch.executed > 0:
                 canc = 0.0 if (ch.runover or ch.scrolled) else ch.cancelled
-                st = self.sides[side]
                 st.flow.append((ts, canc, ch.executed, ch.price))
                 st.cancelled_total += canc
         for side in ("bid", "ask"):  # a fixed order: a set's would follow the hash seed
@@ -139,10 +172,16 @@ class VacuumingDetector:
                 while slow and slow[0][0] < ts - VAC_BEFORE_MS:
                     slow.popleft()
             lim = ts - VAC_WINDOW_MS
-            while hist and hist[0][0] < lim:
+            # the depth as it stood when the window opened stays: a pull that starts after a
+            # quiet spell is measured from the depth it cut, not from after its first cancel
+            while len(hist) > 1 and hist[1][0] <= lim:
                 hist.popleft()
             while st.flow and st.flow[0][0] < lim:
                 st.flow.popleft()
+            adds = st.adds
+            lim_adds = (st.elev_start - 1000) if st.elev_start is not None else lim
+            while adds and adds[0][0] < min(lim, lim_adds, ts - VAC_MAX_REST_MS - 1000):
+                adds.popleft()
             if base <= 0:
                 continue
             if d >= VAC_ELEVATED * base:
@@ -156,8 +195,9 @@ class VacuumingDetector:
             if st.elev_start is None or ts < st.cooldown:
                 continue
             peak_ts, peak = max(hist, key=lambda x: x[1])
-            if peak < VAC_PEAK * base:
-                continue
+            peak_ts = max(peak_ts, lim)
+            if peak < VAC_PEAK * base or peak < eng.base.unusual_depth10[side]:
+                continue  # not unusual: the side often shows this much
             canc = ex = 0.0
             n_cancels = 0
             levels: set = set()  # prices the pull touched
@@ -183,7 +223,8 @@ class VacuumingDetector:
             drop = peak - d_pull
             if drop < VAC_DROP_OF_EXCESS * (peak - base) or drop < VAC_MIN_DROP * base:
                 continue
-            rest = (st.elev_end or ts) - st.elev_start
+            # resting until the pull began (the pull's own time is not rest)
+            rest = min(st.elev_end or peak_ts, peak_ts) - st.elev_start
             if rest < VAC_MIN_REST_MS or rest > VAC_MAX_REST_MS:
                 continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
@@ -200,7 +241,13 @@ class VacuumingDetector:
             if opeak > 0 and other_cancelled > VAC_OTHER_SIDE * opeak:
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
-            recs = [r for r in eng.records[side] if r.t_add >= st.elev_start - 1000 and not r.used]
+            # what built the depth: growth of the side's ten best levels from (just before)
+            # the elevation to the peak; the large orders among it are the ones this pull claims
+            build_from = st.elev_start - 1000
+            built = [a for a in st.adds if build_from <= a[0] <= peak_ts]
+            built_prices = {a[1] for a in built if a[2] > 0}
+            recs = [r for r in eng.records[side]
+                    if build_from <= r.t_add <= peak_ts and r.price in built_prices and not r.used]
             scale = eng.tracker.scale
             prices = [r.price for r in recs]
             # a few distinct large orders behind the touch have layering's shape: they are
@@ -217,8 +264,10 @@ class VacuumingDetector:
             deadline = ts + (VAC_LAYER_SHAPED_MOVE_MS if layer_shaped else VAC_MOVE_MS)
             self.pending.append(_Pending(side, deadline, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
-                build_start=st.elev_start, build_end=peak_ts,
-                extra_collapse={"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
+                build_start=st.elev_start, build_end=peak_ts, extra_build=_build_fields(built, eng, side, touch),
+                extra_collapse={"cancelled_qty": round(canc, 12), "executed_qty": round(ex, 12),
+                                "cancel_ratio": round(canc / (canc + ex), 4) if canc + ex else 1.0,
+                                "removed_fraction": round(drop / peak, 4) if peak else 0.0,"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
                                 "levels_pulled": len(levels), "cancels": n_cancels,
                                 "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
                                 "biggest_cancel_qty": round(biggest, 12),

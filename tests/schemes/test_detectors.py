@@ -506,3 +506,69 @@ def test_on_real_recorded_traffic_most_traded_volume_is_recognised_as_fills():
                 engine.feed(event)
         shares[batch_ms] = executed / traded
     assert shares[0] < 0.01 and shares[100] > 0.8  # measured 0.0 % and 82.5 %
+
+
+def test_a_vacuuming_build_counts_only_what_was_added_to_the_ten_best_levels():
+    eng, t = warm_engine()
+    evs = vacuum_events(t)
+    # a big order far behind the touch while the depth builds: not part of the vacuum
+    evs.insert(2, BookDelta(t + 1100, bids=((px(9950), 5000.0),)))
+    out = run(eng, evs)
+    assert [(e.scheme, e.side) for e in out] == [("vacuuming", "bid")]
+    build, collapse = out[0].build, out[0].collapse
+    assert build["added_qty"] == pytest.approx(4 * 50.0)  # the four best levels raised from 10 to 60
+    assert build["levels"] == 4 and build["distance_ticks_max"] <= 3
+    assert collapse["cancelled_qty"] == pytest.approx(collapse["cancelled_qty_top10"])
+
+
+def test_depth_pulled_less_than_two_seconds_after_it_rose_is_not_vacuuming():
+    """The rest is measured until the pull begins: the pull's own time does not count."""
+    eng, t = warm_engine()
+    evs = [snapshot(t)]
+    for i in range(4):
+        evs.append(BookDelta(t + 1000 + 100 * i, bids=((px(10000 - i), 60.0),)))
+    for i in range(4):  # the pull begins 1.2 s after the depth rose and ends 1.5 s after it
+        evs.append(BookDelta(t + 2200 + 100 * i, bids=((px(10000 - i), 10.0),)))
+    evs.append(BookDelta(t + 2900, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    assert run(eng, evs) == []
+
+
+def test_depth_the_side_often_shows_is_not_unusually_large():
+    """A side whose top-10 depth swings to twice its median one second in three: raising it
+    to 1.6 x and pulling it is that side's ordinary flow."""
+    eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
+    evs = []
+    for m in range(3):
+        t0 = T0 + m * 60_000
+        bids, asks = book()
+        evs.append(BookSnapshot(t0, bids, asks))
+        for s in range(60):
+            ts = t0 + s * 1000 + 500
+            evs.append(Trade(ts, px(10002), 1.0, "buy"))
+            level = 40.0 if s % 3 == 0 else 10.0  # a market maker's size on the three best bids
+            evs.append(BookDelta(ts, bids=tuple((px(10000 - i), level) for i in range(3))))
+    eng.feed_many(evs)
+    t = T0 + 3 * 60_000
+    assert eng.base.unusual_depth10["bid"] >= 1.9 * eng.base.med_depth10["bid"]
+    raised = [snapshot(t)] + [BookDelta(t + 1000 + 300 * i, bids=((px(10000 - i), 26.0),)) for i in range(4)]
+    pulled = [BookDelta(t + 6000 + 100 * i, bids=((px(10000 - i), 10.0),)) for i in range(4)]
+    assert run(eng, raised + pulled + [BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0)))]) == []
+
+
+def test_an_order_as_large_as_the_usual_touch_is_not_large_at_the_touch():
+    """On real books the best level holds the queue (tens of times the levels behind it):
+    an order is large at the touch against the touch's usual size."""
+    eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
+    evs = []
+    for m in range(3):
+        t0 = T0 + m * 60_000
+        bids = ((px(10000), 200.0),) + tuple((px(10000 - i), 2.0) for i in range(1, 30))
+        asks = ((px(10002), 200.0),) + tuple((px(10002 + i), 2.0) for i in range(1, 30))
+        evs.append(BookSnapshot(t0, bids, asks))
+        for s in range(60):
+            evs.append(Trade(t0 + s * 1000 + 500, px(10002), 1.0, "buy"))
+            evs.append(BookDelta(t0 + s * 1000 + 500, asks=((px(10002), 199.0),)))
+            evs.append(BookDelta(t0 + s * 1000 + 600, asks=((px(10002), 200.0),)))
+    eng.feed_many(evs)
+    assert eng.large_threshold("ask", 0.0) >= 3 * 200.0 * 0.9
+    assert eng.large_threshold("ask", 3.0) < 50.0
