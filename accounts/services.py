@@ -38,23 +38,25 @@ class CreatedKey:
 
 @dataclass(frozen=True)
 class CachedKey:
-    """What the shared cache holds for a verified key: enough to authenticate without
-    argon2 or the database."""
+    """What the key cache holds for a verified key: enough to authenticate without argon2,
+    and when the database last said the key is live (`checked_at`)."""
 
     key_id: int
     account_id: int
     fingerprint: str
-    touched_at: float
+    touched_at: float  # last use recorded in the database
+    checked_at: float = 0.0
 
     def dumps(self) -> str:
-        return f"{self.key_id}:{self.account_id}:{self.fingerprint}:{self.touched_at:.0f}"
+        return f"{self.key_id}:{self.account_id}:{self.fingerprint}:{self.touched_at:.0f}:{self.checked_at:.3f}"
 
     @classmethod
     def loads(cls, text: str) -> CachedKey | None:
         try:
-            key_id, account_id, fingerprint, touched_at = text.split(":")
-            return cls(int(key_id), int(account_id), fingerprint, float(touched_at))
-        except (ValueError, AttributeError):
+            key_id, account_id, fingerprint, touched_at, *checked = text.split(":")
+            return cls(int(key_id), int(account_id), fingerprint, float(touched_at),
+                       float(checked[0]) if checked else 0.0)
+        except (ValueError, AttributeError, IndexError):
             return None
 
 
@@ -158,10 +160,35 @@ def api_key_authenticate(*, presented: str) -> CachedKey | None:
     if entry is not None:
         if not hmac.compare_digest(entry.fingerprint, fingerprint):
             return None
-        if time.time() - entry.touched_at >= settings.API_KEY_LAST_USED_RESOLUTION_SECONDS:
-            entry = _record_use(parsed.lookup_id, entry, fresh=False)
+        now = time.time()
+        if now - entry.checked_at >= settings.API_KEY_RECHECK_SECONDS:
+            return _recheck(parsed.lookup_id, entry, now)
         return entry
     return _verify_cold(parsed, fingerprint)
+
+
+def _recheck(lookup_id: str, entry: CachedKey, now: float) -> CachedKey | None:
+    """Ask the database whether a cached key is still live, at most once per
+    API_KEY_RECHECK_SECONDS per key (per process in embedded mode, where the cache is the
+    process's own; across processes in full mode). The revoke's tombstone refuses at once
+    where it can be seen; this bounds the time for every revoke it cannot reach: another
+    process's cache in embedded mode (the staff command, a second server), a write that
+    went around the service."""
+    name, store = key_cache_name(lookup_id), key_cache.store()
+    if not ApiKey.objects.filter(pk=entry.key_id, revoked_at__isnull=True).exists():
+        try:
+            store.set(name, REVOKED, timeout=settings.API_KEY_CACHE_SECONDS * 2)
+        except key_cache.Unavailable:
+            pass
+        return None
+    if now - entry.touched_at >= settings.API_KEY_LAST_USED_RESOLUTION_SECONDS:
+        return _record_use(lookup_id, entry, fresh=False)
+    checked = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, entry.touched_at, now)
+    try:
+        store.replace_unless(name, checked.dumps(), timeout=settings.API_KEY_CACHE_SECONDS, unless=REVOKED)
+    except key_cache.Unavailable:
+        pass
+    return checked
 
 
 def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
@@ -169,7 +196,8 @@ def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
     the entry. A fresh entry is only added, a refreshed one only replaces a live entry: a
     revoke's tombstone written in the meantime always wins."""
     ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=timezone.now())
-    touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, time.time())
+    now = time.time()
+    touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, now, now)
     name, store = key_cache_name(lookup_id), key_cache.store()
     try:
         if fresh:

@@ -198,6 +198,10 @@ API_KEY_ARGON2 = {
 }
 API_KEY_CACHE_SECONDS = env.int("API_KEY_CACHE_SECONDS", default=3600)
 API_KEY_LAST_USED_RESOLUTION_SECONDS = 60
+# A cached key is checked against the database at most this often: the bound on how long a
+# revoke made where this process's key cache cannot see it (embedded mode: another process)
+# takes to refuse the key here.
+API_KEY_RECHECK_SECONDS = env.float("API_KEY_RECHECK_SECONDS", default=0.5)
 API_KEY_FAILED_VERIFY_LIMIT = env.int("API_KEY_FAILED_VERIFY_LIMIT", default=10)
 API_KEY_FAILED_VERIFY_WINDOW_SECONDS = 300
 

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
+from accounts.keys import parse
 from accounts.services import api_key_revoke
 from config.api.errors import Unauthorized
 from streaming.sse_auth import _authorize
@@ -135,6 +136,77 @@ def test_a_key_revoked_by_another_process_is_refused_at_once_by_every_server_pro
                 assert stream.status_code == 401
                 assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {other.plaintext}"}
                                 ).status_code == 200
+        finally:
+            for http in clients:
+                http.close()
+
+
+def _manage(env, *args) -> str:
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.integration.settings", **env})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _refused_within(http, key: str, seconds: float) -> float:
+    """Seconds until the server answers 401 to the key (polling), failing after `seconds`."""
+    import time
+
+    started = time.monotonic()
+    while True:
+        response = http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {key}"})
+        elapsed = time.monotonic() - started
+        if response.status_code == 401:
+            assert response.json()["error"]["code"] == "unauthorized"
+            return elapsed
+        assert response.status_code == 200, response.text
+        assert elapsed < seconds, f"still served {elapsed:.2f} s after the revoke"
+
+
+def _stream_status(http, key: str) -> int:
+    with http.stream("GET", "/api/v1/streams/binance/BTC/USDT/events",
+                     headers={"Authorization": f"Bearer {key}"}) as response:
+        return response.status_code
+
+
+def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every_embedded_server(tmp_path):
+    """Embedded mode as `make run` serves it (SQLite file, no Redis: each process keeps its
+    own key cache): two server processes warm with a key, the staff command revokes it from a
+    third, and both refuse it within a second (API_KEY_RECHECK_SECONDS bounds it), the SSE
+    connect included; a plan edit and a payment lapse made from the command line refuse the
+    next stream connect. Everything over HTTP and the command line, nothing in-process."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "REDIS_URL": ""}
+    _manage(env, "migrate", "--noinput", "-v0")
+    _manage(env, "seed_demo", "--base-url", "http://127.0.0.1", "--history-days", "1")  # the catalog, as `make run` has it
+    _manage(env, "plan", "pro", "--features", "api,streaming", "--monthly-requests", "100000",
+            "--monthly-bytes", "1000000000", "--pair-price-usd", "10")
+    _manage(env, "account", "a@example.com", "--plan", "pro")
+    doomed = _manage(env, "apikey", "a@example.com", "--name", "doomed").splitlines()[-1]
+    kept = _manage(env, "apikey", "a@example.com", "--name", "kept").splitlines()[-1]
+    with daphne_processes(2, env=env) as urls:
+        clients = [httpx.Client(base_url=url, timeout=30) for url in urls]
+        try:
+            for http in clients:  # warm in both processes' own caches
+                for _ in range(3):
+                    assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed}"}
+                                    ).status_code == 200
+            _manage(env, "apikey", "a@example.com", "--revoke", parse(doomed).display)
+            for http in clients:
+                assert _refused_within(http, doomed, 1.0) <= 1.0
+                assert _stream_status(http, doomed) == 401
+                assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {kept}"}).status_code == 200
+            # a plan edited and a payment lapsed by staff from another shell: the next connect
+            for http in clients:  # subscribed, so the stream opens while the plan allows it
+                assert http.post("/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
+                                 headers={"Authorization": f"Bearer {kept}"}).status_code in (200, 201)
+                assert _stream_status(http, kept) == 200
+            _manage(env, "plan", "pro", "--features", "api")
+            for http in clients:
+                assert _stream_status(http, kept) == 403
+            _manage(env, "plan", "pro", "--features", "api,streaming")
+            _manage(env, "account", "a@example.com", "--plan", "pro", "--payment", "lapsed")
+            for http in clients:
+                assert _stream_status(http, kept) == 402
         finally:
             for http in clients:
                 http.close()
