@@ -1,6 +1,6 @@
 """Evaluate the spoofing scheme detectors and write docs/DETECTION_EVALUATION.md.
 
-    python bench/evaluate_detectors.py                  # everything below, ~15 min on 2 cores
+    python bench/evaluate_detectors.py                  # everything below, ~4 min on 2 cores
     python bench/evaluate_detectors.py --seeds 101 102 103 --hours 2 --batches 0 100
 
 Three parts, one document:
