@@ -6,6 +6,7 @@ included, is."""
 from rest_framework.views import APIView
 
 from config.api.errors import QuotaExceeded
+from config.api.params import refuse_unknown_fields
 
 from . import metering
 from .selectors import iso_utc
@@ -13,6 +14,10 @@ from .selectors import iso_utc
 
 class AccountAPIView(APIView):
     metered = True  # False: authenticated but free (/me/usage)
+    # The fields each method takes; any other is refused with a 400 naming it (a typo must
+    # never silently change the answer). `format` is taken everywhere.
+    body_fields: dict[str, tuple[str, ...]] = {}  # method -> JSON body fields
+    query_fields: dict[str, tuple[str, ...]] = {}  # method -> query parameters
 
     def initial(self, request, *args, **kwargs):
         self.format_kwarg = self.get_format_suffix(**kwargs)
@@ -28,6 +33,12 @@ class AccountAPIView(APIView):
         request.accepted_renderer, request.accepted_media_type = neg
         version, scheme = self.determine_version(request, *args, **kwargs)
         request.version, request.versioning_scheme = version, scheme
+        method = request.method
+        if not hasattr(self, method.lower()):
+            return  # answered 405 by the dispatch
+        refuse_unknown_fields(request.query_params, self.query_fields.get(method, ()), where="query")
+        if method in self.body_fields:
+            refuse_unknown_fields(request.data, self.body_fields[method], where="body")
 
     def _count(self, ticket: metering.Ticket) -> None:
         if metering.count_request(ticket):

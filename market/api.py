@@ -56,6 +56,7 @@ def _series_response(name: str, row_fields: dict):
 
 class SeriesView(AccountAPIView):
     metric: str = ""
+    body_fields = {"POST": ("exchange", "symbol", "start", "end", "resolution")}
 
     def post(self, request):
         data = request.data
@@ -113,6 +114,7 @@ class CandlestickView(SeriesView):
 
 class LimitOrdersView(SeriesView):
     metric = "limit_orders"
+    body_fields = {"POST": (*SeriesView.body_fields["POST"], "side")}
 
     def end_required(self) -> bool:
         return False
@@ -162,6 +164,7 @@ class SpreadView(SeriesView):
 
 class RankTopView(AccountAPIView):
     permission_classes = [HasStreamingAccess]
+    query_fields = {"GET": ("exchange", "n")}
 
     @extend_schema(
         summary="Tokens by market-cap rank with a tradable pair on an exchange", tags=["streams"],

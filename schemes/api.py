@@ -17,6 +17,8 @@ SCHEME_EVENT = inline_serializer("SchemeEvent", {
 
 
 class SchemesView(StreamingView):
+    query_fields = {"GET": ("lookback_hours", "limit")}
+
     @extend_schema(
         summary="Scheme events detected live on the pair (flipping, vacuuming, layering)", tags=["streams"],
         parameters=[OpenApiParameter("lookback_hours", int, description="1..720, default 24"),

@@ -52,6 +52,8 @@ SUBSCRIPTION = inline_serializer("Subscription", {
 
 
 class StreamsView(StreamingView):
+    body_fields = {"POST": ("exchange", "base", "quote", "metrics")}
+
     @extend_schema(summary="Every pair available for streaming", tags=["streams"], responses=inline_serializer(
         "PairList", {"pairs": serializers.ListField(child=inline_serializer("PairItem", {
             "exchange": serializers.CharField(), "base": serializers.CharField(), "quote": serializers.CharField(),
@@ -91,6 +93,8 @@ class StreamsView(StreamingView):
 
 
 class StreamPairView(StreamingView):
+    query_fields = {"DELETE": ("metric",)}
+
     @extend_schema(summary="Unsubscribe the pair, or one metric of it", tags=["streams"],
                    parameters=[OpenApiParameter("metric", str, enum=list(METRICS), required=False)],
                    responses={204: None})
@@ -143,6 +147,8 @@ async def _stream(pieces, fetch, from_ms: int):
 
 
 class SnapshotView(StreamingView):
+    body_fields = {"POST": ("metrics", "granularity", "from_ms", "to_ms")}
+
     @extend_schema(summary="Historical bars of a pair", tags=["streams"], request=inline_serializer(
         "SnapshotRequest", {
             "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS)),

@@ -73,6 +73,15 @@ class MethodNotAllowed(ApiError):
     status_code, code = 405, "method_not_allowed"
 
 
+def _method_not_allowed(method: str, view) -> MethodNotAllowed:
+    """405 naming the method to use instead (a GET on a POST-only series path, say)."""
+    allowed = [m for m in view.allowed_methods if m != "OPTIONS"]
+    use = " or ".join(allowed) or "another method"
+    return MethodNotAllowed(f"{method} is not allowed here; use {use}.",
+                            details={"method": method, "allowed": allowed},
+                            headers={"Allow": ", ".join(view.allowed_methods)})
+
+
 class PayloadTooLarge(ApiError):
     status_code, code = 413, "payload_too_large"
     default_message = "The request body is too large."
@@ -183,6 +192,9 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         logger.exception("Unhandled error in %s", getattr(request, "path", "?"), exc_info=exc)
         error = InternalError()
     request_id = getattr(getattr(request, "_request", request), "request_id", None)
+    view = context.get("view")
+    if isinstance(error, MethodNotAllowed) and view is not None and request is not None:
+        error = _method_not_allowed(request.method, view)
     body = envelope(code=error.code, message=error.message, details=error.details,
                     request_id=request_id)
     return Response(body, status=error.status_code, headers=error.headers)

@@ -96,3 +96,19 @@ def string_list(data: Mapping, name: str, options: Iterable[str], *, default: An
     if not value and not allow_empty:
         raise InvalidParameter(name, "must not be empty")
     return [o for o in options if o in value]  # canonical order, duplicates dropped
+
+
+def refuse_unknown_fields(data: Mapping, accepted: Iterable[str], *, where: str) -> None:
+    """400 naming the fields of a request body or query string the endpoint does not take
+    (besides `format`, which every endpoint takes)."""
+    if not isinstance(data, Mapping):
+        return  # not an object: the endpoint's own reading reports it
+    accepted = ("format", *accepted)
+    unknown = [name for name in data if name not in accepted]
+    if not unknown:
+        return
+    names = ", ".join(repr(name) for name in unknown)
+    takes = ", ".join(accepted)
+    raise InvalidParameter(
+        unknown[0], f"unknown {where} field{'s' if len(unknown) > 1 else ''} {names}; this endpoint takes: {takes}",
+        unknown=unknown, accepted=list(accepted))

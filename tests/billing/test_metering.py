@@ -15,6 +15,8 @@ from config.urls import urlpatterns as root_urlpatterns
 
 
 class CountedSeries(AccountAPIView):
+    query_fields = {"GET": ("bad", "rows")}
+
     def get(self, request):
         if "bad" in request.query_params:
             raise InvalidParameter("bad", "is bad")

@@ -18,6 +18,8 @@ def _rows(request):
 
 
 class CountedRows(AccountAPIView):
+    query_fields = {"GET": ("rows",)}
+
     def get(self, request):
         return Response(_rows(request))
 

@@ -24,7 +24,7 @@ from accounts.keys import parse
 from accounts.services import api_key_revoke
 from config.api.errors import Unauthorized
 from streaming.sse_auth import _authorize
-from tests.integration.servers import ROOT, daphne_processes, database_url_for
+from tests.integration.servers import ROOT, daphne_processes, database_url_for, embedded_site, manage
 
 from .conftest import api_paths
 
@@ -141,13 +141,6 @@ def test_a_key_revoked_by_another_process_is_refused_at_once_by_every_server_pro
                 http.close()
 
 
-def _manage(env, *args) -> str:
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.integration.settings", **env})
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
 def _refused_within(http, key: str, seconds: float) -> float:
     """Seconds until the server answers 401 to the key (polling), failing after `seconds`."""
     import time
@@ -175,14 +168,7 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
     third, and both refuse it within a second (API_KEY_RECHECK_SECONDS bounds it), the SSE
     connect included; a plan edit and a payment lapse made from the command line refuse the
     next stream connect. Everything over HTTP and the command line, nothing in-process."""
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "REDIS_URL": ""}
-    _manage(env, "migrate", "--noinput", "-v0")
-    _manage(env, "seed_demo", "--base-url", "http://127.0.0.1", "--history-days", "1")  # the catalog, as `make run` has it
-    _manage(env, "plan", "pro", "--features", "api,streaming", "--monthly-requests", "100000",
-            "--monthly-bytes", "1000000000", "--pair-price-usd", "10")
-    _manage(env, "account", "a@example.com", "--plan", "pro")
-    doomed = _manage(env, "apikey", "a@example.com", "--name", "doomed").splitlines()[-1]
-    kept = _manage(env, "apikey", "a@example.com", "--name", "kept").splitlines()[-1]
+    env, (doomed, kept) = embedded_site(tmp_path, keys=2)
     with daphne_processes(2, env=env) as urls:
         clients = [httpx.Client(base_url=url, timeout=30) for url in urls]
         try:
@@ -190,7 +176,7 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
                 for _ in range(3):
                     assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed}"}
                                     ).status_code == 200
-            _manage(env, "apikey", "a@example.com", "--revoke", parse(doomed).display)
+            manage(env, "apikey", "a@example.com", "--revoke", parse(doomed).display)
             for http in clients:
                 assert _refused_within(http, doomed, 1.0) <= 1.0
                 assert _stream_status(http, doomed) == 401
@@ -200,11 +186,11 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
                 assert http.post("/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
                                  headers={"Authorization": f"Bearer {kept}"}).status_code in (200, 201)
                 assert _stream_status(http, kept) == 200
-            _manage(env, "plan", "pro", "--features", "api")
+            manage(env, "plan", "pro", "--features", "api")
             for http in clients:
                 assert _stream_status(http, kept) == 403
-            _manage(env, "plan", "pro", "--features", "api,streaming")
-            _manage(env, "account", "a@example.com", "--plan", "pro", "--payment", "lapsed")
+            manage(env, "plan", "pro", "--features", "api,streaming")
+            manage(env, "account", "a@example.com", "--plan", "pro", "--payment", "lapsed")
             for http in clients:
                 assert _stream_status(http, kept) == 402
         finally:
