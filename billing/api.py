@@ -1,4 +1,4 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from . import clock
@@ -35,3 +35,8 @@ class UsageView(AccountAPIView):
                       "remaining": max(plan.monthly_bytes - usage.bytes, 0)},
             "streams": {"pairs": streamed_pairs(account)},
         })
+
+
+@extend_schema_view(get=extend_schema(exclude=True))
+class UsageAliasView(UsageView):
+    """GET /v1/me/usage, the alias SPEC.md names: documented once, as /api/v1/me/usage."""

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from accounts.views import home
-from billing.api import UsageView
+from billing.api import UsageAliasView, UsageView
 from config.api.views import ExplorerView, SchemaView, unknown_api_path
 from config.health import healthz
 
@@ -22,7 +22,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
-    path("v1/me/usage", UsageView.as_view(), name="me-usage-alias"),
+    path("v1/me/usage", UsageAliasView.as_view(), name="me-usage-alias"),
     re_path(r"^(?:api/)?v1/(?P<rest>.*)$", unknown_api_path),
     re_path(r"^api/(?P<rest>.*)$", unknown_api_path),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timezone
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -28,14 +28,23 @@ class SeriesRequestSerializer(serializers.Serializer):
     exchange = serializers.CharField(help_text="Exchange id, e.g. binance")
     symbol = serializers.CharField(help_text="<BASE>-<QUOTE>, e.g. BTC-USDT")
     start = serializers.DateField(help_text="First UTC day, YYYY-MM-DD")
-    end = serializers.DateField(required=False, help_text="Last UTC day, inclusive")
+    end = serializers.DateField(help_text="Last UTC day, inclusive")
     resolution = serializers.ChoiceField(["daily", "hourly"], required=False, default="daily")
     format = serializers.ChoiceField(["json", "toon"], required=False)
 
 
 class LimitOrdersRequestSerializer(SeriesRequestSerializer):
+    end = serializers.DateField(required=False, help_text="Last UTC day, inclusive; default today")
     side = serializers.CharField(required=False, help_text="bid_amount or ask_amount (or bid / ask): "
                                                             "only that side's columns")
+
+
+def _series_examples(**extra) -> list[OpenApiExample]:
+    return [OpenApiExample("BTC-USDT on Binance, October 2026, daily", request_only=True, value={
+        "exchange": "binance", "symbol": "BTC-USDT", "start": "2026-10-01", "end": "2026-10-31", **extra}),
+        OpenApiExample("ETH-USDT, one day by the hour, as TOON", request_only=True, value={
+            "exchange": "binance", "symbol": "ETH-USDT", "start": "2026-10-15", "end": "2026-10-15",
+            "resolution": "hourly", "format": "toon", **extra})]
 
 
 def _meta_serializer(name: str):
@@ -105,7 +114,7 @@ class CandlestickView(SeriesView):
     metric = "candlestick"
 
     @extend_schema(summary="Daily (or hourly) candlesticks of a pair", tags=["series"],
-                   request=SeriesRequestSerializer,
+                   request=SeriesRequestSerializer, examples=_series_examples(),
                    responses=_series_response("Candlestick", {**_CANDLE_FIELDS,
                                                               "observation_count": serializers.IntegerField()}))
     def post(self, request):
@@ -132,7 +141,7 @@ class LimitOrdersView(SeriesView):
         return series.LIMIT_ORDER_SIDES[name], [name]
 
     @extend_schema(summary="Resting depth within 1 % of mid per period, both sides or one",
-                   tags=["series"], request=LimitOrdersRequestSerializer,
+                   tags=["series"], request=LimitOrdersRequestSerializer, examples=_series_examples(side="bid_amount"),
                    responses=_series_response("LimitOrders", {f: serializers.FloatField() for f in (
                        "bid_amount", "ask_amount", "bid_notional", "ask_notional", "bid_orders", "ask_orders")}))
     def post(self, request):
@@ -143,7 +152,7 @@ class TradesView(SeriesView):
     metric = "trades"
 
     @extend_schema(summary="Traded volume by taker side, trade count and VWAP", tags=["series"],
-                   request=SeriesRequestSerializer,
+                   request=SeriesRequestSerializer, examples=_series_examples(),
                    responses=_series_response("Trades", {**{f: serializers.FloatField() for f in (
                        "volume", "buy_volume", "sell_volume", "vwap")}, "trade_count": serializers.IntegerField()}))
     def post(self, request):
@@ -154,7 +163,7 @@ class SpreadView(SeriesView):
     metric = "spread"
 
     @extend_schema(summary="Closing best bid/ask and the spread in basis points over the period",
-                   tags=["series"], request=SeriesRequestSerializer,
+                   tags=["series"], request=SeriesRequestSerializer, examples=_series_examples(),
                    responses=_series_response("Spread", {f: serializers.FloatField() for f in (
                        "bid_price", "ask_price", "mid_price", "spread_bps", "spread_bps_avg",
                        "spread_bps_min", "spread_bps_max")}))

@@ -35,3 +35,25 @@ def test_unknown_fields_and_wrong_methods_are_refused_with_a_message_naming_them
         error = wrong.json()["error"]
         assert error["code"] == "method_not_allowed" and "use POST" in error["message"]
         assert error["details"]["allowed"] == ["POST"] and "POST" in wrong.headers["allow"]
+
+
+def test_the_served_openapi_document_marks_what_the_server_enforces_and_lists_each_path_once(tmp_path):
+    env, _ = embedded_site(tmp_path)
+    with daphne_processes(1, env=env) as (url,):
+        document = httpx.get(f"{url}/api/v1/schema", headers={"Accept": "application/vnd.oai.openapi+json"},
+                             timeout=30).json()
+    paths = document["paths"]
+    assert "/api/v1/me/usage" in paths and "/v1/me/usage" not in paths  # the alias is served, documented once
+    schemas = document["components"]["schemas"]
+    for path in ("/api/v1/market/candlestick", "/api/v1/market/trades", "/api/v1/market/spread"):
+        body = paths[path]["post"]["requestBody"]["content"]["application/json"]
+        required = schemas[body["schema"]["$ref"].rsplit("/", 1)[-1]]["required"]
+        assert {"exchange", "symbol", "start", "end"} <= set(required), path
+        example = next(iter(body["examples"].values()))["value"]
+        assert example["symbol"] == "BTC-USDT" and example["end"] == "2026-10-31"
+    limit_orders = paths["/api/v1/market/limit-orders"]["post"]["requestBody"]["content"]["application/json"]
+    assert "end" not in schemas[limit_orders["schema"]["$ref"].rsplit("/", 1)[-1]]["required"]  # default today
+    unsummarised = [(path, method) for path, item in paths.items() for method, operation in item.items()
+                    if isinstance(operation, dict) and "responses" in operation and not operation.get("summary")
+                    and not path.startswith("/api/v1/test/")]  # the test server's own measuring routes
+    assert unsummarised == []
