@@ -56,3 +56,66 @@ def test_the_live_page_draws_bars_it_receives_over_server_sent_events(
         return pixels.some((value) => value !== 0);
     }""")
     assert drawn, "the price chart is blank"
+
+
+OPEN_STREAMS = """
+(() => {
+  const Original = window.EventSource;
+  window.__feeds = [];
+  window.EventSource = function (url, options) {
+    const feed = new Original(url, options);
+    window.__feeds.push(feed);
+    return feed;
+  };
+  window.EventSource.prototype = Original.prototype;
+  window.EventSource.CONNECTING = 0; window.EventSource.OPEN = 1; window.EventSource.CLOSED = 2;
+})();
+"""
+
+
+def test_changing_the_pair_quickly_leaves_only_the_new_pair_s_stream_open(
+        server, customer, customer_key, api, sign_in, page):
+    client = api(server, customer_key)
+    subscribe(client)
+    assert client.post("/api/v1/streams", json={**PAIR, "base": "ETH"}).status_code == 201
+    page.add_init_script(OPEN_STREAMS)
+    sign_in(page, server, customer)
+    page.get_by_role("link", name="Live").click()
+    select = page.locator("#pair-select")
+    select.focus()
+    for key in ("ArrowDown", "ArrowUp", "ArrowDown"):  # three pairs asked for at once, right after load
+        page.keyboard.press(key)
+    chosen = select.evaluate("(el) => el.options[el.selectedIndex].text")
+    path = chosen.split()[0]
+    page.wait_for_function("() => window.__feeds.length > 0 && window.__feeds.some((f) => f.readyState !== 2)")
+    page.wait_for_timeout(1500)  # any late token answer has come back by now
+    open_urls = page.evaluate("() => window.__feeds.filter((f) => f.readyState !== 2).map((f) => f.url)")
+    assert len(open_urls) == 1 and f"/streams/{path}/events" in open_urls[0], (chosen, open_urls)
+
+
+def test_the_live_page_shows_the_last_hour_s_scheme_events_and_the_reason_a_stream_is_refused(
+        server, server_db, customer, customer_key, api, sign_in, page):
+    import time
+
+    from accounts.models import Account
+    from accounts.services import account_payment_set
+    from market.models import Pair
+    from schemes.services import scheme_events_store
+
+    subscribe(api(server, customer_key))
+    now = int(time.time() * 1000)
+    with server_db.orm():
+        pair = Pair.objects.get(exchange__slug="binance", base__symbol="BTC", quote__symbol="USDT")
+        scheme_events_store(pair=pair, detections=[{
+            "scheme": "layering", "side": "ask", "direction": "down", "ts_ms": now - 600_000, "price": 60000.0,
+            "confidence": 0.8, "alert_score": 70.0, "build": {"start_ms": now - 620_000}, "collapse": {}}])
+    sign_in(page, server, customer)
+    page.get_by_role("link", name="Live").click()
+    rows = page.locator("#scheme-events tbody tr")
+    expect(rows.first).to_contain_text("layering")
+    expect(rows.first).to_contain_text("down")
+
+    with server_db.orm():
+        account_payment_set(account=Account.objects.get(pk=customer.account_id), payment=Account.Payment.LAPSED)
+    page.reload()
+    expect(page.locator("#live-state")).to_contain_text("payment has lapsed")
