@@ -2,7 +2,7 @@
 request-id headers, and the errors each kind of endpoint can answer with."""
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 
@@ -41,7 +41,23 @@ ERRORS = {
 }
 
 
+PATH_PARAMETERS = {
+    "exchange": ("Exchange id, lower case", "binance"),
+    "base": ("Base asset symbol", "BTC"),
+    "quote": ("Quote asset symbol", "USDT"),
+}
+
+
 class ApiAutoSchema(AutoSchema):
+    def get_override_parameters(self):
+        """Every path parameter described, with a value that works in the explorer."""
+        parameters = list(super().get_override_parameters())
+        for name, (description, example) in PATH_PARAMETERS.items():
+            if "{" + name + "}" in self.path:
+                parameters.append(OpenApiParameter(name, str, OpenApiParameter.PATH, description=description,
+                                                   examples=[OpenApiExample(example, value=example)]))
+        return parameters
+
     def _error_codes(self) -> list[str]:
         codes = ["400", "415", "500"]
         if self.view.authentication_classes:

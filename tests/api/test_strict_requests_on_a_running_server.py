@@ -53,6 +53,9 @@ def test_the_served_openapi_document_marks_what_the_server_enforces_and_lists_ea
         assert example["symbol"] == "BTC-USDT" and example["end"] == "2026-10-31"
     limit_orders = paths["/api/v1/market/limit-orders"]["post"]["requestBody"]["content"]["application/json"]
     assert "end" not in schemas[limit_orders["schema"]["$ref"].rsplit("/", 1)[-1]]["required"]  # default today
+    status = paths["/api/v1/streams/{exchange}/{base}/{quote}/status"]["get"]["parameters"]
+    examples = {p["name"]: next(iter(p["examples"].values()))["value"] for p in status if p["in"] == "path"}
+    assert examples == {"exchange": "binance", "base": "BTC", "quote": "USDT"}
     unsummarised = [(path, method) for path, item in paths.items() for method, operation in item.items()
                     if isinstance(operation, dict) and "responses" in operation and not operation.get("summary")
                     and not path.startswith("/api/v1/test/")]  # the test server's own measuring routes
