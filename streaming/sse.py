@@ -30,7 +30,7 @@ from config.api.errors import ApiError, TemporarilyUnavailable, dependency_unava
 from config.api.renderers import to_json_bytes
 
 from . import hub, snapshot
-from .sse_auth import StreamGrant, authorize
+from .sse_auth import StreamGrant, authorize, grants_withdrawn
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class Stream:
         self.metrics = list(grant.metrics)
         self.bar_ts = 0
         self.scheme_id = 0
+        self.withdrawn: str | None = None  # set by the grant watcher: why the stream must close
 
     @property
     def cursor(self) -> str:
@@ -172,6 +173,15 @@ async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_
         await send({"type": "http.response.body", "body": b""})
         return
     stream = Stream(grant, send)
+    _watched[stream] = listener
+    _watch_grants()
+    try:
+        await _stream(stream, grant, listener, receive, send)
+    finally:
+        _watched.pop(stream, None)
+
+
+async def _stream(stream: Stream, grant: StreamGrant, listener: Listener, receive, send) -> None:
     opening = [f"retry: {settings.SSE_RETRY_MS}\n\n".encode()]
     if grant.reset is not None:
         opening.append(encode("stream-reset", grant.reset))
@@ -198,6 +208,10 @@ async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_
                 await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
                 continue
             listener.aevent.clear()
+            if stream.withdrawn:
+                await send({"type": "http.response.body", "more_body": False,
+                            "body": encode("stream-closed", {"reason": stream.withdrawn})})
+                break
             pieces, closing = _drain(stream, listener)
             if pieces:
                 await send({"type": "http.response.body", "body": b"".join(pieces), "more_body": bool(not closing)})
@@ -207,6 +221,40 @@ async def _serve(grant: StreamGrant, listener: Listener, receive, send, request_
                 break
     finally:
         disconnected.cancel()
+
+
+# The open streams of this process and their listeners, and the task re-checking their
+# grants (one per event loop, running while streams are open).
+_watched: dict[Stream, Listener] = {}
+_watcher: asyncio.Task | None = None
+
+
+def _watch_grants() -> None:
+    global _watcher
+    if _watcher is None or _watcher.done():
+        _watcher = asyncio.ensure_future(_recheck_grants())
+
+
+async def _recheck_grants() -> None:
+    """Every SSE_GRANT_RECHECK_SECONDS while streams are open: close those whose grant no
+    longer holds (see grants_withdrawn); the stream says why in `stream-closed`."""
+    check = sync_to_async(grants_withdrawn, thread_sensitive=False)
+    while _watched:
+        await asyncio.sleep(settings.SSE_GRANT_RECHECK_SECONDS)
+        streams = [stream for stream in _watched if stream.withdrawn is None]
+        if not streams:
+            continue
+        try:
+            withdrawn = await check([stream.grant for stream in streams])
+        except Exception:  # the database is away: the next round asks again
+            logger.warning("Could not re-check the open streams' grants", exc_info=True)
+            continue
+        for n, reason in withdrawn.items():
+            stream = streams[n]
+            stream.withdrawn = reason
+            listener = _watched.get(stream)
+            if listener is not None:
+                listener.aevent.set()
 
 
 def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:

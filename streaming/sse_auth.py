@@ -101,3 +101,37 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id) -> St
     if last_event_id:
         grant.replay, grant.reset = selectors.replay_since(pair=pair, cursor=last_event_id)
     return grant
+
+
+def grants_withdrawn(grants: list[StreamGrant]) -> dict[int, str]:
+    """The open streams whose grant no longer holds, by position in `grants`, with the
+    reason: the key revoked, the payment lapsed, the plan lost streaming, the pair
+    unsubscribed. Three queries whatever the number of streams; the serving process asks
+    this every SSE_GRANT_RECHECK_SECONDS, so a change made by any process (another server,
+    the staff command, the admin) closes its streams within that time in either mode."""
+    try:
+        return _grants_withdrawn(grants)
+    finally:
+        connections.close_all()  # this worker thread returns its connection to the pool
+
+
+def _grants_withdrawn(grants: list[StreamGrant]) -> dict[int, str]:
+    key_ids = {g.key_id for g in grants if g.key_id is not None}
+    revoked = set(ApiKey.objects.filter(pk__in=key_ids, revoked_at__isnull=False).values_list("pk", flat=True)) \
+        if key_ids else set()
+    accounts = {a.pk: a for a in Account.objects.select_related("plan").filter(pk__in={g.account_id for g in grants})}
+    subscribed = set(StreamSubscription.objects.filter(
+        account_id__in={g.account_id for g in grants}, pair_id__in={g.pair_id for g in grants},
+    ).values_list("account_id", "pair_id"))
+    out = {}
+    for n, grant in enumerate(grants):
+        account = accounts.get(grant.account_id)
+        if grant.key_id in revoked:
+            out[n] = "the API key was revoked"
+        elif account is None or not account.payment_active:
+            out[n] = "the account's payment lapsed"
+        elif not account.plan.allows_streaming:
+            out[n] = "the account's plan no longer includes streaming"
+        elif (grant.account_id, grant.pair_id) not in subscribed:
+            out[n] = "the pair was unsubscribed"
+    return out

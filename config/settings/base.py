@@ -275,6 +275,9 @@ SNAPSHOT_PAGE_ROWS = env.int("SNAPSHOT_PAGE_ROWS", default=5000)
 SSE_TOKEN_SECONDS = env.int("SSE_TOKEN_SECONDS", default=300)
 SSE_KEEPALIVE_SECONDS = env.float("SSE_KEEPALIVE_SECONDS", default=15.0)
 SSE_RETRY_MS = env.int("SSE_RETRY_MS", default=3000)
+# How often a serving process re-checks the grants of its open streams (key, payment, plan,
+# subscription): the bound on closing them after a change made by another process.
+SSE_GRANT_RECHECK_SECONDS = env.float("SSE_GRANT_RECHECK_SECONDS", default=0.5)
 SSE_REPLAY_MAX_SECONDS = env.int("SSE_REPLAY_MAX_SECONDS", default=3600)
 SSE_LIVE_BAR_MAX_AGE_SECONDS = env.int("SSE_LIVE_BAR_MAX_AGE_SECONDS", default=30)
 

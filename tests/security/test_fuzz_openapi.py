@@ -150,7 +150,7 @@ def test_generated_requests_to_every_operation_never_fail_and_always_answer_in_t
     schema = schemathesis.openapi.from_asgi("/api/v1/schema", asgi_application,
                                             headers={"Accept": "application/json"})
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 16, [op.label for op in operations]
+    assert len(operations) >= 15, [op.label for op in operations]  # /v1/me/usage is served, documented once
 
     sent: Counter = Counter()
     unsendable: Counter = Counter()

@@ -156,6 +156,32 @@ def _refused_within(http, key: str, seconds: float) -> float:
         assert elapsed < seconds, f"still served {elapsed:.2f} s after the revoke"
 
 
+def _closed_within(url: str, key: str, change, seconds: float) -> tuple[float, dict]:
+    """Open a stream, make `change` from outside once it is open, and read until the server
+    closes it: (seconds from the change to `stream-closed`, its data)."""
+    import json
+    import time
+
+    with httpx.Client(base_url=url, timeout=httpx.Timeout(30, read=seconds + 2)) as http, http.stream(
+            "GET", "/api/v1/streams/binance/BTC/USDT/events", headers={"Authorization": f"Bearer {key}"}) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        for line in lines:  # the opening status event: the stream is open
+            if line.startswith("event: status"):
+                break
+        change()
+        changed = time.monotonic()
+        event = None
+        for line in lines:
+            if line.startswith("event: "):
+                event = line[len("event: "):]
+            elif line.startswith("data: ") and event == "stream-closed":
+                elapsed = time.monotonic() - changed
+                assert elapsed <= seconds, f"closed {elapsed:.2f} s after the change"
+                return elapsed, json.loads(line[len("data: "):])
+    raise AssertionError("the stream ended without stream-closed")
+
+
 def _stream_status(http, key: str) -> int:
     with http.stream("GET", "/api/v1/streams/binance/BTC/USDT/events",
                      headers={"Authorization": f"Bearer {key}"}) as response:
@@ -166,8 +192,9 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
     """Embedded mode as `make run` serves it (SQLite file, no Redis: each process keeps its
     own key cache): two server processes warm with a key, the staff command revokes it from a
     third, and both refuse it within a second (API_KEY_RECHECK_SECONDS bounds it), the SSE
-    connect included; a plan edit and a payment lapse made from the command line refuse the
-    next stream connect. Everything over HTTP and the command line, nothing in-process."""
+    connect included, and an open stream of the key closes within the second with the reason;
+    a plan edit and a payment lapse made from the command line refuse the next stream connect,
+    and the lapse closes the open stream. Everything over HTTP and the command line."""
     env, (doomed, kept) = embedded_site(tmp_path, keys=2)
     with daphne_processes(2, env=env) as urls:
         clients = [httpx.Client(base_url=url, timeout=30) for url in urls]
@@ -176,7 +203,12 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
                 for _ in range(3):
                     assert http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed}"}
                                     ).status_code == 200
-            manage(env, "apikey", "a@example.com", "--revoke", parse(doomed).display)
+            assert clients[0].post("/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
+                                   headers={"Authorization": f"Bearer {kept}"}).status_code in (200, 201)
+            # an open stream of the key closes within the second too, with the reason
+            _, closed = _closed_within(urls[1], doomed, lambda: manage(
+                env, "apikey", "a@example.com", "--revoke", parse(doomed).display), seconds=1.0)
+            assert closed == {"reason": "the API key was revoked"}
             for http in clients:
                 assert _refused_within(http, doomed, 1.0) <= 1.0
                 assert _stream_status(http, doomed) == 401
@@ -190,7 +222,9 @@ def test_a_key_revoked_from_the_command_line_is_refused_within_a_second_by_every
             for http in clients:
                 assert _stream_status(http, kept) == 403
             manage(env, "plan", "pro", "--features", "api,streaming")
-            manage(env, "account", "a@example.com", "--plan", "pro", "--payment", "lapsed")
+            _, closed = _closed_within(urls[0], kept, lambda: manage(
+                env, "account", "a@example.com", "--plan", "pro", "--payment", "lapsed"), seconds=1.0)
+            assert closed == {"reason": "the account's payment lapsed"}
             for http in clients:
                 assert _stream_status(http, kept) == 402
         finally:
