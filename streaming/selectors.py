@@ -95,6 +95,17 @@ def snapshot_upper_bound(*, pair: Pair, to_ms: int) -> int:
 
 # -- SSE resume ----------------------------------------------------------------------------
 
+def stream_position(*, pair: Pair) -> tuple[int, int]:
+    """Where a fresh stream of the pair starts: its latest stored second bar and its latest
+    scheme event, so an id sent before any event is the client's true position (resuming
+    from it replays nothing from before the connect). Two index lookups."""
+    from market.models import SecondBar
+    from schemes.selectors import scheme_event_last_id
+
+    bar_ts = SecondBar.objects.filter(pair=pair).order_by("-ts_ms").values_list("ts_ms", flat=True).first()
+    return bar_ts or 0, scheme_event_last_id(pair=pair)
+
+
 def parse_cursor(text: str) -> tuple[int, int] | None:
     """An SSE event id `<last bar ts_ms>.<last scheme event id>`; None when malformed."""
     head, _, tail = text.strip().partition(".")

@@ -69,8 +69,8 @@ class Stream:
         self.grant = grant
         self.send = send
         self.metrics = list(grant.metrics)
-        self.bar_ts = 0
-        self.scheme_id = 0
+        # the client's position: where it resumes from, or the pair's present for a fresh stream
+        self.bar_ts, self.scheme_id = grant.position
         self.withdrawn: str | None = None  # set by the grant watcher: why the stream must close
 
     @property

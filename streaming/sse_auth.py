@@ -59,6 +59,7 @@ class StreamGrant:
     rounding: Rounding = NOISE_ONLY
     replay: list = field(default_factory=list)
     reset: dict | None = None
+    position: tuple[int, int] = (0, 0)  # (last bar ts_ms, last scheme event id) the stream starts from
 
 
 def authorize(*, authorization: str | None, token: str | None, exchange: str, base: str, quote: str,
@@ -100,6 +101,8 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id) -> St
                         status=selectors.pair_status(pair=pair, account=account))
     if last_event_id:
         grant.replay, grant.reset = selectors.replay_since(pair=pair, cursor=last_event_id)
+    resumed = selectors.parse_cursor(last_event_id) if last_event_id and grant.reset is None else None
+    grant.position = resumed or selectors.stream_position(pair=pair)
     return grant
 
 
