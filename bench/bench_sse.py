@@ -254,7 +254,7 @@ async def _publish_bars(fleet: Fleet, redis_url: str, pair_id: int, first_ts: in
         for i in range(BARS):
             await asyncio.sleep(max(0.0, started + i * INTERVAL - time.perf_counter()))
             ts = first_ts + i * 1000
-            payload = orjson.dumps({"c": f"pair-{pair_id}", "t": "bar", "d": _bar_row(ts, i)})
+            payload = orjson.dumps({"c": f"pair-{pair_id}", "t": "bars", "d": {"rows": [_bar_row(ts, i)]}})
             fleet.published[ts] = time.perf_counter()
             receivers.append(await client.publish(REDIS_CHANNEL, payload))
     finally:

@@ -18,6 +18,9 @@ class SchemeEvent(models.Model):
     side = models.CharField(max_length=3)
     ts_ms = models.BigIntegerField(help_text="Detection time, epoch ms")
     build_start_ms = models.BigIntegerField()
+    after_bar_ms = models.BigIntegerField(
+        default=0, help_text="The pair's latest second bar when the event was stored: the live feed sends "
+                             "the event right after that bar, and a resumed stream replays it there")
     price = models.FloatField(null=True)
     confidence = models.FloatField()
     alert_score = models.FloatField()

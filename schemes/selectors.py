@@ -16,9 +16,10 @@ def scheme_event_last_id(*, pair) -> int:
 
 
 def scheme_events_since(*, pair, after_id: int, since_ms: int) -> list[tuple[int, dict]]:
-    """For SSE resume: events after the client's last one, within the replay window."""
+    """For SSE resume: events after the client's last one, within the replay window, each
+    with the bar it follows in the feed."""
     rows = SchemeEvent.objects.filter(pair=pair, id__gt=after_id, ts_ms__gte=since_ms).order_by("id")[:1000]
-    return [(row.ts_ms, row.as_dict()) for row in rows]
+    return [(row.after_bar_ms, row.as_dict()) for row in rows]
 
 
 def detector_checkpoint_get(*, pair):

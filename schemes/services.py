@@ -11,7 +11,14 @@ from .models import DetectorCheckpoint, SchemeEvent
 def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
     """Store detections (dicts of the detector's fields); the ones already stored (same
     pair, scheme, side and build start) are skipped. Returns the new rows, after which
-    the live feed is told of them when the caller's transaction commits."""
+    the live feed is told of them when the caller's transaction commits.
+
+    Ingestion calls this after writing the step's bars and registering their publication,
+    so live the events follow those bars; each row keeps the latest stored bar as its
+    place in the feed (`after_bar_ms`), where a resumed stream replays it."""
+    from market.models import SecondBar
+
+    after_bar_ms = SecondBar.objects.filter(pair=pair).order_by("-ts_ms").values_list("ts_ms", flat=True).first() or 0
     stored = []
     for item in detections:
         build = item.get("build") or {}
@@ -19,6 +26,7 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
             pair=pair, scheme=item["scheme"], side=item["side"],
             build_start_ms=int(build.get("start_ms", item["ts_ms"])),
             defaults={"direction": item["direction"], "ts_ms": int(item["ts_ms"]), "price": item.get("price"),
+                      "after_bar_ms": after_bar_ms,
                       "confidence": min(max(float(item["confidence"]), 0.0), 0.95),
                       "alert_score": min(max(float(item["alert_score"]), 0.0), 100.0),
                       "build": build, "collapse": item.get("collapse") or {}})
@@ -30,13 +38,9 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
 
 
 def _publish(pair, rows: list[SchemeEvent]) -> None:
-    from streaming import hub
+    from streaming.live import publish_scheme_events
 
-    for row in rows:
-        try:
-            hub.publish(hub.pair_channel(pair.pk), "scheme-event", row.as_dict())
-        except Exception:  # stored; a client resumes it with Last-Event-ID
-            pass
+    publish_scheme_events(pair.pk, [row.as_dict() for row in rows])
 
 
 def scheme_events_purge(*, now_ms: int) -> int:

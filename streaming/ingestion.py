@@ -189,10 +189,6 @@ class PairIngestor:
                     seen[type(event)] = event.ts_ms
                 bars = self.builder.flush(end)
                 bars_write(pair=self.pair, granularity="second", bars=bars)
-                if detections:
-                    from schemes.services import scheme_events_store
-
-                    scheme_events_store(pair=self.pair, detections=detections)
                 if self.detection is not None and self.detection.checkpoint_due(end):
                     from schemes.services import detector_checkpoint_save
 
@@ -217,6 +213,10 @@ class PairIngestor:
                     state.last_error = ""
                 state.save()
                 _publish_after_commit(self.pair, bars)
+                if detections:  # after the bars: live, the step's scheme events follow its bars
+                    from schemes.services import scheme_events_store
+
+                    scheme_events_store(pair=self.pair, detections=detections)
         except BaseException:
             self.builder_cursor = None  # the builder and detectors saw events that did not commit
             self.detection = None

@@ -4,9 +4,6 @@ messages that close streams (unsubscribe, key revoked, payment lapsed)."""
 from __future__ import annotations
 
 import logging
-import time
-
-from django.conf import settings
 
 from . import hub, snapshot
 
@@ -15,12 +12,20 @@ ALL_METRICS = ["trade", "book", "quote"]
 
 
 def on_bars(pair, bars) -> None:
-    """Live bars only: a catch-up after downtime is history (snapshot, or Last-Event-ID)."""
-    horizon = (time.time() - settings.SSE_LIVE_BAR_MAX_AGE_SECONDS) * 1000
+    """Every committed bar, catch-ups after downtime included, so an open stream has no gap
+    and a resumed one receives exactly what it would have. One event per commit, whatever
+    its number of bars: a listener's queue holds a bounded number of events, and a burst of
+    bars from the server must not read as a slow client."""
     supply = pair.base.circulating_supply
-    for bar in bars:
-        if bar.ts_ms >= horizon:
-            _safely(hub.publish, hub.pair_channel(pair.pk), "bar", snapshot.row(bar, ALL_METRICS, supply, pair.rounding))
+    rows = [snapshot.row(bar, ALL_METRICS, supply, pair.rounding) for bar in bars]
+    if rows:
+        _safely(hub.publish, hub.pair_channel(pair.pk), "bars", {"rows": rows})
+
+
+def publish_scheme_events(pair_id: int, events: list[dict]) -> None:
+    """After the scheme events commit; they follow the bars committed with them."""
+    for event in events:
+        _safely(hub.publish, hub.pair_channel(pair_id), "scheme-event", event)
 
 
 def on_status(pair_id: int, status: dict) -> None:

@@ -54,7 +54,3 @@ def publish_subscription_change(*, account_id: int, pair_id: int, metrics: list[
         except Exception:
             logger.exception("Subscription listener %r failed", listener)
 
-
-# Functions (pair, after_id, since_ms) -> [(ts_ms, event dict)] giving the scheme events a
-# resuming SSE client missed; the schemes app registers its own.
-scheme_replayers: list = []

@@ -117,11 +117,12 @@ def parse_cursor(text: str) -> tuple[int, int] | None:
 
 def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
     """What a resuming client missed: second bars after its last bar and scheme events
-    after its last event, in time order, as ("bar", Bar) / ("scheme-event", dict); or a
-    reset when the cursor is malformed or older than the replay window."""
+    after its last event, in the order the live feed sent them (each scheme event right
+    after the bar it was stored with, see SchemeEvent.after_bar_ms), as ("bar", Bar) /
+    ("scheme-event", dict); or a reset when the cursor is malformed or older than the
+    replay window."""
     from market.models import SecondBar
-
-    from .publish import scheme_replayers
+    from schemes.selectors import scheme_events_since
 
     parsed = parse_cursor(cursor)
     horizon = now_ms() - settings.SSE_REPLAY_MAX_SECONDS * 1000
@@ -133,9 +134,8 @@ def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
                     "replay_window_seconds": settings.SSE_REPLAY_MAX_SECONDS}
     rows = (SecondBar.objects.filter(pair=pair, ts_ms__gt=bar_ts).order_by("ts_ms")
             .values_list(*BAR_FIELDS)[:settings.SSE_REPLAY_MAX_SECONDS])
-    items = [(bar.ts_ms, "bar", bar) for bar in (Bar(*row) for row in rows)]
-    for replayer in scheme_replayers:
-        items.extend((ts, "scheme-event", event) for ts, event in replayer(pair=pair, after_id=scheme_id,
-                                                                           since_ms=horizon))
+    items = [((bar.ts_ms, 0, 0), "bar", bar) for bar in (Bar(*row) for row in rows)]
+    items.extend(((after_bar, 1, event["id"]), "scheme-event", event)
+                 for after_bar, event in scheme_events_since(pair=pair, after_id=scheme_id, since_ms=horizon))
     items.sort(key=lambda item: item[0])
     return [(kind, payload) for _, kind, payload in items], None

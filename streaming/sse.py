@@ -133,6 +133,11 @@ async def app(scope, receive, send) -> None:
     listener = Listener()
     listener.assign_loop()
     manager = get_listener_manager()
+
+    def listen(pair_id: int) -> None:
+        listener.channels = {hub.pair_channel(pair_id), hub.CONTROL}
+        manager.add_listener(listener)
+
     try:
         if not await hub.backend_available():
             await _refuse(send, TemporarilyUnavailable(), request_id)
@@ -140,7 +145,7 @@ async def app(scope, receive, send) -> None:
         try:
             grant = await sync_to_async(authorize, thread_sensitive=False)(
                 authorization=headers.get("authorization"), token=token, exchange=exchange, base=base,
-                quote=quote, last_event_id=last_event_id)
+                quote=quote, last_event_id=last_event_id, listen=listen)
         except Exception as exc:  # the database (or Redis) went away: refuse in the envelope
             unavailable = dependency_unavailable(exc)
             if unavailable is None:
@@ -150,9 +155,6 @@ async def app(scope, receive, send) -> None:
         if isinstance(grant, ApiError):
             await _refuse(send, grant, request_id)
             return
-        listener.channels = {hub.pair_channel(grant.pair_id), hub.CONTROL}
-        listener.user_id = str(grant.account_id)
-        manager.add_listener(listener)
         await _serve(grant, listener, receive, send, request_id, scope["method"] == "HEAD")
     except Exception:
         logger.exception("SSE stream failed")
@@ -223,25 +225,34 @@ async def _stream(stream: Stream, grant: StreamGrant, listener: Listener, receiv
         disconnected.cancel()
 
 
-# The open streams of this process and their listeners, and the task re-checking their
-# grants (one per event loop, running while streams are open).
+# The open streams of this process and their listeners, and the tasks re-checking their
+# grants: one per event loop (a listener wakes only on its own loop), running while that
+# loop has open streams.
 _watched: dict[Stream, Listener] = {}
-_watcher: asyncio.Task | None = None
+_watchers: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
 
 
 def _watch_grants() -> None:
-    global _watcher
-    if _watcher is None or _watcher.done():
-        _watcher = asyncio.ensure_future(_recheck_grants())
+    loop = asyncio.get_running_loop()
+    watcher = _watchers.get(loop)
+    if watcher is None or watcher.done():
+        for stale in [other for other, task in _watchers.items() if task.done() or other.is_closed()]:
+            del _watchers[stale]
+        _watchers[loop] = loop.create_task(_recheck_grants(loop))
 
 
-async def _recheck_grants() -> None:
+async def _recheck_grants(loop: asyncio.AbstractEventLoop) -> None:
     """Every SSE_GRANT_RECHECK_SECONDS while streams are open: close those whose grant no
     longer holds (see grants_withdrawn); the stream says why in `stream-closed`."""
     check = sync_to_async(grants_withdrawn, thread_sensitive=False)
-    while _watched:
+
+    def open_here() -> list[Stream]:
+        return [stream for stream, listener in list(_watched.items())
+                if listener.loop is loop and stream.withdrawn is None]
+
+    while any(listener.loop is loop for listener in list(_watched.values())):
         await asyncio.sleep(settings.SSE_GRANT_RECHECK_SECONDS)
-        streams = [stream for stream in _watched if stream.withdrawn is None]
+        streams = open_here()
         if not streams:
             continue
         try:
@@ -270,10 +281,12 @@ def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
                 if reason:
                     pieces.append(encode("stream-closed", {"reason": reason}))
                     return pieces, True
-            elif event.type == "bar":
-                piece = stream.bar_event(event.data, _encodings(event))
-                if piece:
-                    pieces.append(piece)
+            elif event.type == "bars":
+                encodings = _encodings(event)
+                for n, row in enumerate(event.data["rows"]):
+                    piece = stream.bar_event(row, encodings.setdefault(n, {}))
+                    if piece:
+                        pieces.append(piece)
             elif event.type == "scheme-event":
                 piece = stream.scheme_event(event.data)
                 if piece:
@@ -289,7 +302,8 @@ def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
 
 
 def _encodings(event) -> dict:
-    """Per published event, its encodings by metric set, shared by every stream."""
+    """Per published event, its bars' encodings (by row, then by metric set), shared by
+    every stream."""
     cache = getattr(event, "_encodings", None)
     if cache is None:
         cache = event._encodings = {}

@@ -63,16 +63,20 @@ class StreamGrant:
 
 
 def authorize(*, authorization: str | None, token: str | None, exchange: str, base: str, quote: str,
-              last_event_id: str | None) -> StreamGrant | ApiError:
+              last_event_id: str | None, listen=None) -> StreamGrant | ApiError:
+    """The grant of a stream, or the refusal. `listen(pair_id)` is called once the stream
+    is allowed and before its position is read (the replay, or the present for a fresh
+    stream), so an event committed meanwhile is queued live rather than lost; the stream
+    drops what the replay already sent."""
     try:
-        return _authorize(authorization, token, exchange, base, quote, last_event_id)
+        return _authorize(authorization, token, exchange, base, quote, last_event_id, listen)
     except ApiError as error:
         return error
     finally:
         connections.close_all()  # this worker thread returns its connection to the pool
 
 
-def _authorize(authorization, token, exchange, base, quote, last_event_id) -> StreamGrant:
+def _authorize(authorization, token, exchange, base, quote, last_event_id, listen=None) -> StreamGrant:
     pair = pair_get(exchange=exchange, base=base, quote=quote)
     header_token = bearer_token(authorization)
     if token and header_token is None:
@@ -96,6 +100,8 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id) -> St
     if subscription is None:
         raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
                               "POST /api/v1/streams first.", details={"reason": "not_subscribed", "pair": pair.path})
+    if listen is not None:
+        listen(pair.pk)
     grant = StreamGrant(account_id=account.pk, key_id=key_id, pair_id=pair.pk, pair_path=pair.path,
                         metrics=subscription.metrics, circulating_supply=pair.base.circulating_supply, rounding=pair.rounding,
                         status=selectors.pair_status(pair=pair, account=account))

@@ -279,7 +279,6 @@ SSE_RETRY_MS = env.int("SSE_RETRY_MS", default=3000)
 # subscription): the bound on closing them after a change made by another process.
 SSE_GRANT_RECHECK_SECONDS = env.float("SSE_GRANT_RECHECK_SECONDS", default=0.5)
 SSE_REPLAY_MAX_SECONDS = env.int("SSE_REPLAY_MAX_SECONDS", default=3600)
-SSE_LIVE_BAR_MAX_AGE_SECONDS = env.int("SSE_LIVE_BAR_MAX_AGE_SECONDS", default=30)
 
 # Scheme detection (schemes/).
 SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)

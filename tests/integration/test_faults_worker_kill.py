@@ -232,7 +232,7 @@ def test_kill_9_of_ingestion_workers_mid_batch_loses_and_repeats_no_bar_and_no_s
 
     # The live channel: no bar and no scheme event was published twice.
     published = [m for m in channel.messages if m["c"] == f"pair-{pair.pk}"]
-    bar_times = Counter(m["d"]["ts_ms"] for m in published if m["t"] == "bar")
+    bar_times = Counter(row["ts_ms"] for m in published if m["t"] == "bars" for row in m["d"]["rows"])
     scheme_ids = Counter(m["d"]["id"] for m in published if m["t"] == "scheme-event")
     assert bar_times and max(bar_times.values()) == 1, context
     assert not scheme_ids or max(scheme_ids.values()) == 1, context

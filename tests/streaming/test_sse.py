@@ -221,7 +221,7 @@ def test_a_client_that_falls_behind_gets_an_error_and_is_closed(key, btc):
         base = now_ms() - 5000
         for i in range(25):  # more than the listener's bounded queue, before it can drain
             hub.get_listener_manager().add_to_queues(hub.pair_channel(btc.pk), hub.Event(
-                hub.pair_channel(btc.pk), "bar", {"ts_ms": base + i, "close": 1.0}))
+                hub.pair_channel(btc.pk), "bars", {"rows": [{"ts_ms": base + i, "close": 1.0}]}))
         await stream.until(lambda s: s.finished)
         return stream
 
