@@ -8,6 +8,22 @@ from datetime import date, datetime, timedelta, timezone
 from .models import UsageCounter
 
 
+def streaming_refusal(account):
+    """Why the account may not stream now, as the error the caller raises or shows (403
+    plan_forbidden: the plan lacks streaming; 402 payment_required: the payment lapsed),
+    or None. The one statement of this rule: the SSE connect, the open streams' re-check
+    and the Live page's token all ask it."""
+    from config.api.errors import PaymentRequired, PlanForbidden
+
+    if not account.plan.allows_streaming:
+        return PlanForbidden("The account's plan does not include the streaming feature; "
+                             "upgrade to Pro or Enterprise.")
+    if not account.payment_active:
+        return PaymentRequired("The account's payment has lapsed; update the payment method to stream.",
+                               details={"reason": "payment_lapsed"})
+    return None
+
+
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
     """Start of the UTC month holding `now`, and start of the next one."""
     now = now.astimezone(timezone.utc)

@@ -14,6 +14,7 @@ from django.db import connections
 
 from accounts.authentication import bearer_token, caller_for_token
 from accounts.models import Account, ApiKey, User
+from billing.selectors import streaming_refusal
 from config.api.errors import ApiError, NotFound, PaymentRequired, PlanForbidden, Unauthorized
 from market.models import Pair
 from market.precision import NOISE_ONLY, Rounding
@@ -89,13 +90,11 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
     account = Account.objects.select_related("plan").filter(pk=account_id).first()
     if account is None:
         raise Unauthorized("The account no longer exists.")
-    if not account.plan.allows_streaming:
-        raise PlanForbidden("The account's plan does not include the streaming feature.")
+    refusal = streaming_refusal(account)
+    if refusal is not None:
+        raise refusal
     if pair is None or not pair.streamable:
         raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")
-    if not account.payment_active:
-        raise PaymentRequired("The account's payment has lapsed; update the payment method to stream.",
-                              details={"reason": "payment_lapsed"})
     subscription = StreamSubscription.objects.filter(account=account, pair=pair).first()
     if subscription is None:
         raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
@@ -110,6 +109,10 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
     resumed = selectors.parse_cursor(last_event_id) if last_event_id and grant.reset is None else None
     grant.position = resumed or selectors.stream_position(pair=pair)
     return grant
+
+
+CLOSING_REASONS = {PlanForbidden: "the account's plan no longer includes streaming",
+                   PaymentRequired: "the account's payment lapsed"}
 
 
 def grants_withdrawn(grants: list[StreamGrant]) -> dict[int, str]:
@@ -137,10 +140,10 @@ def _grants_withdrawn(grants: list[StreamGrant]) -> dict[int, str]:
         account = accounts.get(grant.account_id)
         if grant.key_id in revoked:
             out[n] = "the API key was revoked"
-        elif account is None or not account.payment_active:
+        elif account is None:
             out[n] = "the account's payment lapsed"
-        elif not account.plan.allows_streaming:
-            out[n] = "the account's plan no longer includes streaming"
+        elif (refusal := streaming_refusal(account)) is not None:
+            out[n] = CLOSING_REASONS[type(refusal)]
         elif (grant.account_id, grant.pair_id) not in subscribed:
             out[n] = "the pair was unsubscribed"
     return out

@@ -7,7 +7,8 @@ from django.views.decorators.http import require_POST
 
 from accounts.views import customer_account_or_404
 from billing import clock
-from billing.selectors import pair_bills_month
+from billing.selectors import pair_bills_month, streaming_refusal
+from config.api.errors import envelope
 
 from schemes.selectors import scheme_history
 
@@ -63,12 +64,10 @@ def live_token(request, subscription_id: int):
         "pair__exchange", "pair__base", "pair__quote").first()
     if subscription is None:
         raise Http404("No such subscription.")
-    # the stream would refuse these; say why here, where the page can show it
-    if not account.plan.allows_streaming:
-        return _refusal(403, "plan_forbidden", "The account's plan does not include the streaming feature.")
-    if not account.payment_active:
-        return _refusal(402, "payment_required",
-                        "The account's payment has lapsed; update the payment method to stream.")
+    refusal = streaming_refusal(account)  # the stream would refuse; say why where the page can show it
+    if refusal is not None:
+        return JsonResponse(envelope(code=refusal.code, message=refusal.message, details=refusal.details,
+                                     request_id=""), status=refusal.status_code)
     token = token_issue(account_id=account.pk, pair_id=subscription.pair_id, user_id=request.user.pk)
     now = now_ms()
     recent = scheme_history(pair=subscription.pair, start_ms=now - 3_600_000, end_ms=now, limit=50)
@@ -76,7 +75,3 @@ def live_token(request, subscription_id: int):
                          "pair": subscription.pair.path, "metrics": subscription.metrics,
                          "recent_scheme_events": recent})
 
-
-def _refusal(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, "details": {}, "request_id": ""}},
-                        status=status)

@@ -127,17 +127,19 @@ def test_a_stream_opens_with_retry_and_status_then_delivers_bars(key, btc):
     assert bar["id"] == f"{bar['data']['ts_ms']}.0"
 
 
-def test_old_bars_of_a_catch_up_are_not_pushed_live(key, btc):
+def test_the_bars_of_a_catch_up_are_pushed_in_order_so_an_open_stream_has_no_gap(key, btc):
+    catch_up = [live_bar(now_ms() - 600_000 + i * 1000) for i in range(25)]  # more than a listener queues
+
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(live.on_bars)(btc, [live_bar(now_ms() - 600_000), live_bar(now_ms() - 1000)])
-        await stream.until(lambda s: any(e["event"] == "bar" for e in s.events))
-        await asyncio.sleep(0.2)
+        await sync_to_async(live.on_bars)(btc, catch_up)
+        await stream.until(lambda s: sum(e["event"] == "bar" for e in s.events) >= 25 or s.finished)
         await stream.close()
         return stream
 
-    bars = [e for e in run(go()).events if e["event"] == "bar"]
-    assert len(bars) == 1
+    events = run(go()).events
+    assert not [e for e in events if e["event"] == "error"]
+    assert [e["data"]["ts_ms"] for e in events if e["event"] == "bar"] == [bar.ts_ms for bar in catch_up]
 
 
 def test_resume_with_last_event_id_replays_what_was_missed(key, btc):
