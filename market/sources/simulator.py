@@ -1306,6 +1306,15 @@ def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: S
                  flip_latency_ms=int(_lu(rng, 2500, 6000) if miss == "flip_latency_ms" else _lu(rng, 20, 700)),
                  flip_mode=mode, flip_ratio=round(flip_ratio, 3), mirror_rest_ms=int(_lu(rng, 1000, 15000)))
         p["depth_share"] = round(_lu(rng, 0.03, 0.1) if miss == "size_ratio" else _lu(rng, 0.17, 0.4), 3)
+        if mode == "aggressive":
+            # half the aggressive flips are split into 2-4 taker orders, all printed within
+            # 750 ms of the pull (drawn from their own hash: the episode's other draws stay)
+            split = random.Random(stable_hash("flip-split", prof.pair, t0, side))
+            orders = split.choice((1, 1, 1, 2, 3, 4)) if split.random() < 0.6 else 1
+            p["flip_orders"] = orders
+            if orders > 1:
+                p["flip_spread_ms"] = int(split.uniform(40, max(50, 750 - p["flip_latency_ms"])))
+                p["flip_parts"] = [round(split.uniform(0.5, 1.5), 3) for _ in range(orders)]
         span = [0, p["life_ms"], p["flip_latency_ms"]]
     elif kind in ("vacuuming", "two_sided_pull", "sweep"):
         levels = rng.randint(3, 10)
@@ -1456,10 +1465,10 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
             if box:
                 blk.pull(box[0], p["cancel_fraction"])
 
-        def flip():
+        def flip(share=1.0):
             if not box:
                 return
-            lots = int(p["flip_ratio"] * box[0].orig) + 1
+            lots = int(share * p["flip_ratio"] * box[0].orig) + 1
             if p["flip_mode"] == "aggressive":
                 blk.market(not is_bid, lots)  # a bid spoof flips to selling
             else:
@@ -1471,7 +1480,10 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
         at(start, add)
         at(collapse, cancel)
-        at(end, flip)
+        parts = p.get("flip_parts") or [1.0]
+        for n, part in enumerate(parts):  # a split flip: several taker orders
+            offset = p.get("flip_spread_ms", 0) * n / max(len(parts) - 1, 1)
+            at(end + offset, lambda share=part / sum(parts): flip(share))
         if p["flip_mode"] == "mirror" and end + p["mirror_rest_ms"] - t0 < MINUTE_MS - 1000:
             at(end + p["mirror_rest_ms"], mirror_pull)
 

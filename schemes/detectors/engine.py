@@ -161,16 +161,22 @@ class DetectorEngine:
                 out.extend(r)
         return out
 
+    # Raised whenever the engine's or a detector's fields change: a checkpoint written by
+    # another version is refused (the caller warms up instead) rather than restored into
+    # objects missing a field.
+    STATE_VERSION = 2
+
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps((self.STATE_VERSION, self), protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
     def restore(cls, state: bytes) -> "DetectorEngine":
-        eng = pickle.loads(state)
-        if not isinstance(eng, cls):
-            raise TypeError("not a DetectorEngine state")
-        return eng
+        loaded = pickle.loads(state)
+        if not (isinstance(loaded, tuple) and len(loaded) == 2 and loaded[0] == cls.STATE_VERSION
+                and isinstance(loaded[1], cls)):
+            raise TypeError("not a DetectorEngine state of this version")
+        return loaded[1]
 
     @property
     def book_updates(self) -> int:

@@ -2,8 +2,11 @@
 about the same size trades aggressively against that side or rests on the other side
 (CFTC v Oystacher). Plain Python; driven by `DetectorEngine`.
 
-The aggressive flip is one taker order: the trades printed in one millisecond (an order's
-fills share its timestamp). The mirror must rest: it is judged MIRROR_REST_MS after it
+The aggressive flip is the large taker orders against the side within the window: a taker
+order is the trades printed in one millisecond (an order's fills share its timestamp), and
+it counts when it is large on its own (FLIP_MIN_ORDER_TAKER_SECONDS), so a flip split into
+a few orders is found while the crowd's many small orders never add up to one. The mirror
+must rest: it is judged MIRROR_REST_MS after it
 appeared, so a mirror flip is emitted that much after the add."""
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 # (a busy book chips a large resting order away in many small cancels)
 FLIP_MIN_ONE_CANCEL = 0.65
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
-FLIP_MIN_FRACTION = 0.25  # aggressive flip: one taker order >= this share of the pulled order ...
+FLIP_MIN_FRACTION = 0.25  # aggressive flip: the large taker orders sum to >= this share of the pulled order ...
 FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds (DETECTION.md's 3, raised: busy books
 # print 3-5 taker seconds within 800 ms of an unrelated pull)
+FLIP_MIN_ORDER_TAKER_SECONDS = 1.0  # a taker order counts toward the flip from this size (the crowd's are smaller)
 FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
 # no trade confirms a mirror flip, and market makers moving their quotes look alike, so
 # the mirror must match the pulled order more closely (above) and the pulled order must
@@ -46,12 +50,15 @@ FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, b
 
 
 class _Watch:
-    __slots__ = ("rec", "t_pull", "deadline", "burst_ts", "burst_qty", "done", "others_pulled", "mirror")
+    __slots__ = ("rec", "t_pull", "deadline", "burst_ts", "burst_qty", "taken", "first_taken_ts", "done",
+                 "others_pulled", "mirror")
 
     def __init__(self, rec, t_pull):
         self.rec, self.t_pull, self.deadline = rec, t_pull, t_pull + FLIP_WINDOW_MS
         self.burst_ts = None  # the millisecond of the taker order being summed, and its quantity so far
         self.burst_qty = 0.0
+        self.taken = 0.0  # the large taker orders before it, summed, and the first one's millisecond
+        self.first_taken_ts = None
         self.done = False
         self.others_pulled = 0.0  # cancelled on the side's other top-10 levels around the pull
         self.mirror = None  # a mirror add waiting to show it rests
@@ -105,14 +112,21 @@ class FlippingDetector:
         for w in self.watches:
             if w.done or w.mirror is not None or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
                 continue
+            large = FLIP_MIN_ORDER_TAKER_SECONDS * eng.base.med_taker
             if ts != w.burst_ts:
+                if w.burst_qty >= large:  # the previous taker order was large: it counts
+                    w.taken += w.burst_qty
+                    w.first_taken_ts = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
                 w.burst_ts, w.burst_qty = ts, 0.0
             w.burst_qty += trade.qty
-            need = max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker)
-            if w.burst_qty >= need:
+            if w.burst_qty < large:
+                continue
+            flipped = w.taken + w.burst_qty
+            if flipped >= max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker):
                 w.done = True
                 if not self._vacuumed(eng, w, ts):
-                    out.append(self._event(eng, w, ts, "aggressive", w.burst_qty, w.burst_ts))
+                    first = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
+                    out.append(self._event(eng, w, ts, "aggressive", flipped, first))
         return out
 
     def poll(self, eng, ts: int) -> list:

@@ -162,20 +162,23 @@ def test_an_order_gone_within_100_ms_is_not_flipping():
     assert [(e.scheme, e.side) for e in flip_after(150)] == [("flipping", "bid")]
 
 
-def test_an_aggressive_flip_is_one_taker_order():
-    """30 sold into the bids within 800 ms of a pull of 120, but as six small orders at
-    different moments: the crowd's flow, not one order flipped to the other side. The same
-    30 in one order (one millisecond of prints) is a flip."""
-    def sells(times):
+def test_an_aggressive_flip_is_the_large_taker_orders_not_the_crowds_small_ones():
+    """30 sold into the bids within 800 ms of a pull of 120: as six orders of 5 typical
+    taker seconds each (a flip split into a few orders), or as one order, it is a flip; as
+    sixty orders of half a taker second (the crowd's flow) it is not."""
+    def sells(orders):
         eng, t = warm_engine()
         evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),)),
                BookDelta(t + 4000, bids=((px(10000), 40.0),))]
-        for i, ts in enumerate(times):
-            evs += [Trade(t + ts, px(10000), 5.0, "sell"), BookDelta(t + ts, bids=((px(10000), 35.0 - 5.0 * i),))]
+        left = 40.0
+        for ts, qty in orders:
+            left -= qty
+            evs += [Trade(t + ts, px(10000), qty, "sell"), BookDelta(t + ts, bids=((px(10000), left),))]
         return run(eng, evs)
 
-    assert sells([4100, 4200, 4300, 4400, 4500, 4600]) == []
-    assert [(e.scheme, e.side) for e in sells([4100] * 6)] == [("flipping", "bid")]
+    assert [(e.scheme, e.side) for e in sells([(4100 + 100 * i, 5.0) for i in range(6)])] == [("flipping", "bid")]
+    assert [(e.scheme, e.side) for e in sells([(4100, 5.0)] * 6)] == [("flipping", "bid")]
+    assert sells([(4100 + 10 * i, 0.5) for i in range(60)]) == []
 
 
 def aggressive_bid_flip(t, size, next_levels=10.0):
@@ -449,7 +452,13 @@ def test_deterministic_and_restorable():
     c2 = DetectorEngine.restore(c.state())
     rest = [e.to_dict() for e in c2.feed_many(evs[half:])]
     assert first + rest == out_a
-    assert isinstance(pickle.loads(c.state()), DetectorEngine)
+    # a state written by another version of the engine is refused, not restored half-filled
+    version, engine = pickle.loads(c.state())
+    assert version == DetectorEngine.STATE_VERSION and isinstance(engine, DetectorEngine)
+    with pytest.raises(TypeError):
+        DetectorEngine.restore(pickle.dumps((version - 1, engine)))
+    with pytest.raises(TypeError):
+        DetectorEngine.restore(pickle.dumps(engine))
     assert all(isinstance(x, SchemeEvent) for x in b.feed_many([]))
 
 
