@@ -2,7 +2,7 @@
 
 Pure computation: this module imports nothing from Django, so it can be tested
 and benchmarked on its own.  It is conformance-tested byte for byte against the
-official fixtures (``shared/toon-spec/encode``).
+official fixtures (``tests/fixtures/toon-spec/encode``).
 
 Public API
 ----------
