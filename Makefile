@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run run-recorded test bench check migrate clean
+.PHONY: install run run-full run-recorded test bench check migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ run: migrate
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
 	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+
+# The full mode in one command: the web process, a Celery worker (ingestion) and beat (the
+# supervisor), against DATABASE_URL (PostgreSQL) and REDIS_URL, with the same seeded demo.
+run-full: install
+	@test -n "$(DATABASE_URL)" -a -n "$(REDIS_URL)" || { echo "run-full needs DATABASE_URL=postgres://... and REDIS_URL=redis://..."; exit 2; }
+	@mkdir -p var
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
+	@echo "  Serving on http://$(HOST):$(PORT)/ with a Celery worker and beat (Ctrl-C stops all three)"
+	HOST=$(HOST) PORT=$(PORT) $(BIN)/honcho start -f Procfile
 
 # The demo served from real recorded Binance traffic (data/realdata), played in a loop.
 RECORDINGS := var/recordings/binance
