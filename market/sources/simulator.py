@@ -1315,6 +1315,12 @@ def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: S
             if orders > 1:
                 p["flip_spread_ms"] = int(split.uniform(40, max(50, 750 - p["flip_latency_ms"])))
                 p["flip_parts"] = [round(split.uniform(0.5, 1.5), 3) for _ in range(orders)]
+        if p["distance_ticks"] == 0:
+            # half the spoofs at the touch improve it by a tick, so the order stands
+            # alone at the best level and its cancel empties that level (drawn from their
+            # own hash: the episode's other draws stay)
+            alone = random.Random(stable_hash("flip-alone", prof.pair, t0, side))
+            p["alone_at_best"] = alone.random() < 0.5
         span = [0, p["life_ms"], p["flip_latency_ms"]]
     elif kind in ("vacuuming", "two_sided_pull", "sweep"):
         levels = rng.randint(3, 10)
@@ -1457,7 +1463,9 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
         def add():
             touch = blk.best(is_bid)
-            box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"], max(
+            # alone at the best: one tick inside the spread (place() keeps it off the other side)
+            tick = touch - sign_in if p.get("alone_at_best") else touch + sign_in * p["distance_ticks"]
+            box.append(blk.place(is_bid, tick, max(
                 p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"]),
                 p.get("depth_share", 0.0) * blk.top_depth(is_bid, 20))))
 

@@ -129,7 +129,7 @@ class DetectorEngine:
         self.vacuuming = VacuumingDetector()
         self._mid_ts: list[int] = []
         self._mid_px: list[float] = []
-        self._taker: list = []  # (ts, book side hit, qty)
+        self._taker: list = []  # (ts, book side hit, qty, price)
         self._next_prune = 0
         self.emitted = 0
 
@@ -164,7 +164,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 2
+    STATE_VERSION = 3
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -233,9 +233,17 @@ class DetectorEngine:
             self._taker = [x for x in self._taker if x[0] >= ts - 30_000]
         self.flipping.expire(ts)
 
+    def taker_since(self, ts: int) -> list:
+        """The trades (ts, book side hit, qty, price) printed since ts, oldest first."""
+        taker = self._taker
+        i = len(taker)
+        while i and taker[i - 1][0] >= ts:
+            i -= 1
+        return taker[i:]
+
     def _on_trade(self, trade) -> list:
         side = self.tracker.on_trade(trade)
-        self._taker.append((trade.ts_ms, side, trade.qty))
+        self._taker.append((trade.ts_ms, side, trade.qty, trade.price))
         out = self.layering.poll(self, trade.ts_ms) if self.layering.pending else []
         if self.flipping.watches:
             out.extend(self.flipping.poll(self, trade.ts_ms))
@@ -320,7 +328,7 @@ class DetectorEngine:
             if r.used:
                 continue
             out.extend(self.layering.on_pulled(self, r, ts))
-            self.flipping.on_pulled(self, r, ts)
+            out.extend(self.flipping.on_pulled(self, r, ts))
         if self.flipping.watches:
             self.flipping.on_changes(self, changes, ts)
             out.extend(self.flipping.poll(self, ts))
@@ -375,7 +383,7 @@ class DetectorEngine:
         if abs(build_move_bps) > 1e-9:
             reversion = max(0.0, min(1.0, -collapse_move_bps / build_move_bps))
         opp_book = side  # a bid spoof sets up sells: they hit the bid
-        opp_qty = sum(q for t, s, q in self._taker if b_start <= t <= ts and s == opp_book)
+        opp_qty = sum(q for t, s, q, _ in self._taker if b_start <= t <= ts and s == opp_book)
         features.setdefault("move_sigma", move_sigma)
         features.setdefault("reversion", reversion)
         if base.med_taker > 0:

@@ -83,51 +83,68 @@ class FlippingDetector:
         if self.watches:
             self.watches = [w for w in self.watches if not w.done and w.deadline >= ts]
 
-    def on_pulled(self, eng, rec, ts: int) -> None:
-        if rec.dist_scaled > FLIP_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
-            return
+    def on_pulled(self, eng, rec, ts: int) -> list:
+        if rec.dist_scaled > FLIP_MAX_DIST_SCALED or rec.dist_ticks < -max(1.0, 0.5 * eng.tracker.scale) - 1e-9:
+            return []
         if rec.size_ratio < FLIP_MIN_SIZE_RATIO or rec.depth_share_now < FLIP_MIN_DEPTH_SHARE \
                 or rec.depth_share < FLIP_MIN_BASELINE_DEPTH_SHARE:
-            return
+            return []
         if (rec.pull_dist_ticks or 0.0) / eng.tracker.scale > FLIP_MAX_PULL_DIST_SCALED:
-            return  # price had long left the order behind: a stale quote withdrawn
+            return []  # price had long left the order behind: a stale quote withdrawn
         if not FLIP_MIN_LIFE_MS <= ts - rec.t_add <= FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
-            return
+            return []
         if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or not rec.withdrawn_at_once(FLIP_MIN_ONE_CANCEL):
-            return
-        if rec.pull_emptied_touch:
-            return  # the whole best level went: price ran through it (a stale quote), no pull
+            return []
+        if rec.pull_emptied_touch and rec.dist_ticks > 0:
+            return []  # the whole best level went: price ran through it (a stale quote), no pull
         together = sum(1 for r in eng.records[rec.side]
                        if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
                        and r.t_pulled is not None and ts - r.t_pulled <= 1000
                        and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL))
         if together >= 2:
-            return  # several large orders pulled together: layers, not a single flipped order
+            return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
         watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - 700)
         self.watches.append(watch)
+        out = []
+        if eng.tracker.batch_ms:
+            # a netted feed shows the pull at its batch's end, after the batch's trades. Those
+            # printed beyond the order's price came after it left (a taker reaches them only
+            # past its level), so they may be the flip already; the others may have come before
+            beyond = (lambda p: p < rec.price) if rec.side == "bid" else (lambda p: p > rec.price)
+            for trade_ts, side, qty, price in eng.taker_since(ts - eng.tracker.batch_ms):
+                if side == rec.side and beyond(price) and not watch.done:
+                    out.extend(self._take(eng, watch, trade_ts, qty, ts))
+        return out
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
         out = []
         for w in self.watches:
             if w.done or w.mirror is not None or w.rec.side != book_side or ts < w.t_pull or ts > w.deadline:
                 continue
-            large = FLIP_MIN_ORDER_TAKER_SECONDS * eng.base.med_taker
-            if ts != w.burst_ts:
-                if w.burst_qty >= large:  # the previous taker order was large: it counts
-                    w.taken += w.burst_qty
-                    w.first_taken_ts = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
-                w.burst_ts, w.burst_qty = ts, 0.0
-            w.burst_qty += trade.qty
-            if w.burst_qty < large:
-                continue
-            flipped = w.taken + w.burst_qty
-            if flipped >= max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker):
-                w.done = True
-                if not self._vacuumed(eng, w, ts):
-                    first = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
-                    out.append(self._event(eng, w, ts, "aggressive", flipped, first))
+            out.extend(self._take(eng, w, ts, trade.qty, ts))
         return out
+
+    def _take(self, eng, w, trade_ts: int, qty: float, now: int) -> list:
+        """Count one trade against the watched side; the flip's event once the large taker
+        orders add up."""
+        large = FLIP_MIN_ORDER_TAKER_SECONDS * eng.base.med_taker
+        if trade_ts != w.burst_ts:
+            if w.burst_qty >= large:  # the previous taker order was large: it counts
+                w.taken += w.burst_qty
+                w.first_taken_ts = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
+            w.burst_ts, w.burst_qty = trade_ts, 0.0
+        w.burst_qty += qty
+        if w.burst_qty < large:
+            return []
+        flipped = w.taken + w.burst_qty
+        if flipped < max(FLIP_MIN_FRACTION * w.rec.qty, FLIP_MIN_TAKER_SECONDS * eng.base.med_taker):
+            return []
+        w.done = True
+        if self._vacuumed(eng, w, now):
+            return []
+        first = w.burst_ts if w.first_taken_ts is None else w.first_taken_ts
+        return [self._event(eng, w, now, "aggressive", flipped, first)]
 
     def poll(self, eng, ts: int) -> list:
         """Emit the mirror flips that rested MIRROR_REST_MS (the engine calls this on every
@@ -191,10 +208,11 @@ class FlippingDetector:
         rec = w.rec
         rec.used = True
         cancel_ratio = rec.cancelled / rec.qty if rec.qty else 0.0
+        latency = max(0, flip_first - w.t_pull)  # a netted feed may print the flip before it shows the pull
         return eng.make_event(
             "flipping", rec.side, ts, rec.price, [rec], t_collapse=w.t_pull, t_collapse_end=ts,
-            extra_collapse={"flip_latency_ms": flip_first - w.t_pull, "flip_qty": round(flip_qty, 12),
+            extra_collapse={"flip_latency_ms": latency, "flip_qty": round(flip_qty, 12),
                             "flip_mode": mode},
             features={"size_ratio": rec.size_ratio, "cancel_ratio": cancel_ratio,
-                      "flip_latency_ms": flip_first - w.t_pull,
+                      "flip_latency_ms": latency,
                       "flip_fraction": flip_qty / rec.qty if rec.qty else 0.0})

@@ -26,10 +26,10 @@ def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None):
     return bids, asks
 
 
-def warm_engine(minutes=3, far_q=None, trade_q=1.0):
+def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0):
     """An engine with baselines learnt on a calm book (levels of 10, a trade of trade_q a
     second: the typical taker second)."""
-    eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0)
+    eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0, batch_ms=batch_ms)
     evs = []
     for m in range(minutes):
         t = T0 + m * 60_000
@@ -179,6 +179,59 @@ def test_an_aggressive_flip_is_the_large_taker_orders_not_the_crowds_small_ones(
     assert [(e.scheme, e.side) for e in sells([(4100 + 100 * i, 5.0) for i in range(6)])] == [("flipping", "bid")]
     assert [(e.scheme, e.side) for e in sells([(4100, 5.0)] * 6)] == [("flipping", "bid")]
     assert sells([(4100 + 10 * i, 0.5) for i in range(60)]) == []
+
+
+def sell_into_bids(ts, top=9999):
+    """30 sold at once into the three bid levels from `top` down (levels of 10)."""
+    return [Trade(ts, px(top - i), 10.0, "sell") for i in range(3)] + [
+        BookDelta(ts, bids=tuple((px(top - i), 0.0) for i in range(3)))]
+
+
+def test_a_spoof_alone_at_the_best_level_is_flipping_when_its_pull_empties_it():
+    """A bid of 120 improves the touch by a tick, so it is the whole best level; its pull
+    empties that level, and it is the order's pull (price never came to it), not price
+    running through a level."""
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10001), 120.0),)),
+           BookDelta(t + 4000, bids=((px(10001), 0.0),))] + sell_into_bids(t + 4100)
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
+    assert out[0].build["distance_ticks_min"] == -1.0
+
+
+def test_an_order_stepping_deep_into_the_spread_is_not_flipping():
+    """Three ticks inside a wide spread a large bid is an order meant to trade (price runs
+    over such orders within moments), not one near the touch to mislead."""
+    eng, t = warm_engine()
+    bids, asks = book(ask_top=10006)
+    evs = [BookSnapshot(t, bids, asks), BookDelta(t + 1000, bids=((px(10003), 120.0),)),
+           BookDelta(t + 4000, bids=((px(10003), 0.0),))] + sell_into_bids(t + 4100, top=10000)
+    assert run(eng, evs) == []
+
+
+def test_a_large_order_emptied_once_price_came_to_it_is_not_flipping():
+    """A bid of 120 two ticks behind the touch; the two levels ahead of it go, so price
+    has come to it; then the whole level goes at once: price running through a stale
+    quote, not a pull."""
+    eng, t = warm_engine()
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(9998), 130.0),)),
+           Trade(t + 3000, px(10000), 10.0, "sell"), Trade(t + 3000, px(9999), 10.0, "sell"),
+           BookDelta(t + 3000, bids=((px(10000), 0.0), (px(9999), 0.0))),
+           BookDelta(t + 4000, bids=((px(9998), 0.0),))] + sell_into_bids(t + 4100, top=9997)
+    assert run(eng, evs) == []
+
+
+def test_on_a_netted_feed_a_flip_printed_in_the_batch_that_shows_the_pull_counts():
+    """Netted in 100 ms batches, the pull and the sells that follow it within the batch
+    arrive as trades first and one delta after: the sells are the flip."""
+    eng, t = warm_engine(batch_ms=100)
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),)),
+           Trade(t + 4030, px(9999), 10.0, "sell"), Trade(t + 4030, px(9998), 10.0, "sell"),
+           Trade(t + 4030, px(9997), 10.0, "sell"),
+           BookDelta(t + 4100, bids=((px(10000), 10.0), (px(9999), 0.0), (px(9998), 0.0), (px(9997), 0.0)))]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side) for e in out] == [("flipping", "bid")]
+    assert out[0].collapse["flip_latency_ms"] == 0
 
 
 def aggressive_bid_flip(t, size, next_levels=10.0):
