@@ -28,7 +28,6 @@ from django.db import connection
 from market.bars import BAR_FIELDS, floor_ms
 from market.models import MinuteBar, Pair, SecondBar
 from market.services import catalog_seed_demo
-from market.sources.bar_builder import BarBuilder
 from schemes.models import SchemeEvent
 from streaming.hub import redis_channel
 from streaming.models import IngestionState
@@ -37,7 +36,7 @@ from streaming.sources import pair_ref, source_for
 
 from .faults import kill9, private_redis, wait_for
 from .servers import database_url_for
-from .workers import celery_worker
+from .workers import assert_second_bars_are_the_simulators, celery_worker, supervise_now
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -88,17 +87,6 @@ def _open_ingestion_transaction() -> bool:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND pid <> pg_backend_pid() AND state = 'idle in transaction'")
         return cursor.fetchone()[0] > 0
-
-
-def _supervise_now(broker_url: str) -> None:
-    """Ask for the supervisor at once instead of waiting up to 10 s for beat."""
-    from celery import Celery
-
-    app = Celery(broker=broker_url)
-    try:
-        app.send_task("streaming.supervise_ingestion")
-    finally:
-        app.close()
 
 
 def _detections(source, ref, points: list[int], end: int) -> dict[tuple, int]:
@@ -155,7 +143,7 @@ def test_kill_9_of_ingestion_workers_mid_batch_loses_and_repeats_no_bar_and_no_s
                      timeout=LEASE_SECONDS + 10, message="the dead worker's lease to run out")
             before = _state(pair)
             with celery_worker(env=env, concurrency=4) as worker:
-                _supervise_now(redis_server.url)
+                supervise_now(redis_server.url)
                 wait_for(lambda: (s := _state(pair)).lease_owner and s.lease_owner != before.lease_owner,
                          timeout=60, message=f"worker {number + 1} taking the lease")
                 if before.cursor_ms is None:  # the first worker: let it commit its backfill first
@@ -193,21 +181,7 @@ def test_kill_9_of_ingestion_workers_mid_batch_loses_and_repeats_no_bar_and_no_s
     assert sum(k["in_transaction"] for k in kills) >= KILLS // 2, context
     assert end - start >= 5 * 60_000, context  # the catch-up and some live seconds were covered
 
-    # Second bars: one per second of [start, end), each exactly as one uninterrupted pass builds it.
-    rows = list(SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list(*BAR_FIELDS))
-    assert rows[0][0] == start and rows[-1][0] == end - 1000, context
-    timestamps = [row[0] for row in rows]
-    duplicated = [ts for ts, n in Counter(timestamps).items() if n > 1]
-    missing = sorted(set(range(start, end, 1000)) - set(timestamps))
-    assert not duplicated and not missing, f"{context}: duplicated {duplicated[:5]} missing {missing[:5]}"
-    builder = BarBuilder(ref)
-    for event in source.events(ref, start, end):
-        builder.feed(event)
-    expected = [tuple(getattr(bar, name) for name in BAR_FIELDS) for bar in builder.flush(end)]
-    assert len(expected) == len(rows)
-    different = [(got[0], [name for name, a, b in zip(BAR_FIELDS, got, want) if a != b])
-                 for got, want in zip(rows, expected) if got != want]
-    assert not different, f"{context}: {len(different)} bars differ from the simulator's, first {different[:3]}"
+    rows = assert_second_bars_are_the_simulators(pair, start, end, context)
     # Their roll-ups count every second once.
     for minute in MinuteBar.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=floor_ms(end, "minute")):
         seconds = [row for row in rows if minute.ts_ms <= row[0] < minute.ts_ms + 60_000]

@@ -13,6 +13,45 @@ from contextlib import contextmanager
 from .servers import ROOT
 
 
+def supervise_now(broker_url: str) -> None:
+    """Ask for the ingestion supervisor at once instead of waiting up to 10 s for beat."""
+    from celery import Celery
+
+    app = Celery(broker=broker_url)
+    try:
+        app.send_task("streaming.supervise_ingestion")
+    finally:
+        app.close()
+
+
+def assert_second_bars_are_the_simulators(pair, start: int, end: int, context: str) -> list[tuple]:
+    """The stored second bars of [start, end): one a second, none twice, each exactly what
+    one uninterrupted BarBuilder pass over the simulator builds. Returns the rows."""
+    from collections import Counter
+
+    from market.bars import BAR_FIELDS
+    from market.models import SecondBar
+    from market.sources.bar_builder import BarBuilder
+    from streaming.sources import pair_ref, source_for
+
+    rows = list(SecondBar.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end)
+                .order_by("ts_ms").values_list(*BAR_FIELDS))
+    timestamps = [row[0] for row in rows]
+    duplicated = [ts for ts, n in Counter(timestamps).items() if n > 1]
+    missing = sorted(set(range(start, end, 1000)) - set(timestamps))
+    assert not duplicated and not missing, f"{context}: duplicated {duplicated[:5]} missing {missing[:5]}"
+    source, ref = source_for(pair), pair_ref(pair)
+    builder = BarBuilder(ref)
+    for event in source.events(ref, start, end):
+        builder.feed(event)
+    expected = [tuple(getattr(bar, name) for name in BAR_FIELDS) for bar in builder.flush(end)]
+    assert len(expected) == len(rows), context
+    different = [(got[0], [name for name, a, b in zip(BAR_FIELDS, got, want) if a != b])
+                 for got, want in zip(rows, expected) if got != want]
+    assert not different, f"{context}: {len(different)} bars differ from the simulator's, first {different[:3]}"
+    return rows
+
+
 @contextmanager
 def celery_worker(*, env: dict[str, str], beat: bool = True, concurrency: int = 8):
     full_env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.integration.settings", "LOG_LEVEL": "WARNING", **env}
