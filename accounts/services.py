@@ -13,9 +13,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from billing.models import Plan
+from config import clock
 
 from . import key_cache, keys, signals
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
@@ -119,7 +119,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     try:
         with transaction.atomic():
             updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
-                revoked_at=timezone.now())
+                revoked_at=clock.utcnow())
     except Exception:
         store.delete(name)
         raise
@@ -195,7 +195,7 @@ def _record_use(lookup_id: str, entry: CachedKey, *, fresh: bool) -> CachedKey:
     """Record last use at most once a minute per key, not on every request, and (re)cache
     the entry. A fresh entry is only added, a refreshed one only replaces a live entry: a
     revoke's tombstone written in the meantime always wins."""
-    ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=timezone.now())
+    ApiKey.objects.filter(pk=entry.key_id).update(last_used_at=clock.utcnow())
     now = time.time()
     touched = CachedKey(entry.key_id, entry.account_id, entry.fingerprint, now, now)
     name, store = key_cache_name(lookup_id), key_cache.store()

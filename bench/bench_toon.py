@@ -4,7 +4,7 @@ Run from the repository root:  python bench/bench_toon.py
 
 Builds one day of one-second candlesticks (86,400 rows) inside the series meta
 envelope and times, in one run (best of 5, ``time.perf_counter``):
-``config.api.toon.encode``, stdlib ``json.dumps`` (compact separators),
+``toon.encode``, stdlib ``json.dumps`` (compact separators),
 ``orjson.dumps`` and ``toon_format.encode``, and compares the TOON body size
 with compact JSON.  ``run()`` returns the figures as rows
 ``{"figure", "value", "comparison", "goal", "met"}`` for ``make bench``
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from config.api import toon  # noqa: E402
+from toon import encoder as toon  # noqa: E402
 
 ROWS = 86_400
 REPEAT = 5

@@ -1,7 +1,7 @@
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
-from . import clock
+from config import clock
 from .base_views import AccountAPIView
 from .permissions import IsAccountKey
 from .selectors import iso_utc, usage_month

@@ -5,6 +5,7 @@ included, is."""
 
 from rest_framework.views import APIView
 
+from config import clock
 from config.api.errors import QuotaExceeded
 from config.api.params import refuse_unknown_fields
 
@@ -44,7 +45,7 @@ class AccountAPIView(APIView):
         if metering.count_request(ticket):
             return
         resets_at = iso_utc(ticket.resets_at)
-        retry_after = max(int((ticket.resets_at - metering.clock.utcnow()).total_seconds()), 1)
+        retry_after = max(int((ticket.resets_at - clock.utcnow()).total_seconds()), 1)
         used = ("requests" if ticket.requests_used >= ticket.requests_limit else "bytes")
         raise QuotaExceeded(
             f"The monthly {used} quota of the account's plan is used up; it resets at {resets_at}.",

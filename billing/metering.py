@@ -16,7 +16,7 @@ from datetime import date, datetime
 
 from django.db import connection
 
-from . import clock
+from config import clock
 from .models import UsageCounter
 from .selectors import month_bounds
 

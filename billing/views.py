@@ -4,7 +4,7 @@ from django.views.decorators.cache import never_cache
 
 from accounts.views import customer_account_or_404
 
-from . import clock
+from config import clock
 from .selectors import usage_month
 
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 180, 28

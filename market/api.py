@@ -8,9 +8,9 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from billing import clock
 from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
+from config import clock
 from config.api import params
 from config.api.errors import InvalidParameter
 

@@ -13,6 +13,6 @@ def refresh_rankings() -> int:
 @shared_task(name="market.purge_bars")
 def purge_bars() -> dict:
     from .services import bars_purge
-    from billing.clock import utcnow
+    from config.clock import utcnow
 
     return bars_purge(now_ms=int(utcnow().timestamp() * 1000))

@@ -4,7 +4,7 @@ from rest_framework.response import Response
 
 from config.api import params
 from streaming.api import StreamingView
-from streaming.selectors import now_ms
+from config.clock import now_ms
 
 from .selectors import scheme_history
 

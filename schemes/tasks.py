@@ -3,7 +3,7 @@ from celery import shared_task
 
 @shared_task(name="schemes.purge_events")
 def purge_events() -> int:
-    from billing.clock import utcnow
+    from config.clock import utcnow
 
     from .services import scheme_events_purge
 

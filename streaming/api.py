@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
+from config import clock
 from config.api import params
 from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
@@ -167,7 +168,7 @@ class SnapshotView(StreamingView):
         granularity = params.choice(data, "granularity", GRANULARITIES)
         if granularity == "day" and set(metrics) - {"trade"}:
             raise InvalidParameter("granularity", "day is available for the trade metric only")
-        to_ms = params.integer(data, "to_ms", default=selectors.now_ms(), minimum=0, maximum=MAX_MS)
+        to_ms = params.integer(data, "to_ms", default=clock.now_ms(), minimum=0, maximum=MAX_MS)
         from_ms = params.integer(data, "from_ms", default=max(to_ms - SNAPSHOT_LOOKBACK_MS[granularity], 0),
                                  minimum=0, maximum=MAX_MS)
         if from_ms > to_ms:

@@ -25,8 +25,8 @@ from datetime import timezone as dt_timezone
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.db.models import Q
-from django.utils import timezone
 
+from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
 from market.models import Pair
 from market.services import bars_write
@@ -41,10 +41,6 @@ logger = logging.getLogger(__name__)
 
 class LeaseLost(Exception):
     pass
-
-
-def now_ms() -> int:
-    return int(timezone.now().timestamp() * 1000)
 
 
 def new_owner_id(kind: str) -> str:
@@ -130,7 +126,7 @@ class PairIngestor:
         """Where this step may close seconds: before now minus the lag; for a live feed,
         no later than the time it vouches for; for a recording, its last second."""
         if self.live:
-            vouched = self.source.window_end(self.ref, now_ms())
+            vouched = self.source.window_end(self.ref, clock.now_ms())
             return min(until_ms, floor_ms(vouched, "second")) if vouched is not None else state.cursor_ms or 0
         latest = getattr(self.source, "latest_ms", None)
         last = latest(self.ref) if latest is not None else None
@@ -158,7 +154,7 @@ class PairIngestor:
         try:
             with transaction.atomic():
                 state = IngestionState.objects.select_for_update().get(pair=self.pair)
-                if self.owner and (state.lease_owner != self.owner or state.lease_until < timezone.now()):
+                if self.owner and (state.lease_owner != self.owner or state.lease_until < clock.utcnow()):
                     raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
                 first_step = state.cursor_ms is None
                 if first_step:
@@ -204,7 +200,7 @@ class PairIngestor:
                 if self.live:
                     self._note_feed(state)
                 else:
-                    state.heartbeat_at = timezone.now()
+                    state.heartbeat_at = clock.utcnow()
                 state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
                 book_seen = max(seen.get(BookSnapshot, 0), seen.get(BookDelta, 0)) or None
                 state.book_seen_ms = book_seen or state.book_seen_ms
@@ -244,7 +240,7 @@ def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
         if earliest is not None:
             state.cursor_ms = state.coverage_from_ms = floor_ms(earliest, "second")
         return
-    now = floor_ms(now_ms(), "second")
+    now = floor_ms(clock.now_ms(), "second")
     start = floor_ms(now - settings.INGESTION_BACKFILL_HOURS * 3_600_000, "minute")
     if earliest is not None:
         start = max(start, floor_ms(earliest, "second"))
@@ -276,7 +272,7 @@ def ingestion_want(*, pair: Pair) -> IngestionState:
 def ingestion_unwant(*, pair: Pair) -> None:
     """The last subscriber left: ingestion stops after the grace period."""
     IngestionState.objects.filter(pair=pair, wanted=True, unwanted_since__isnull=True).update(
-        unwanted_since=timezone.now())
+        unwanted_since=clock.utcnow())
 
 
 def _kick(pair_id: int) -> None:
@@ -292,7 +288,7 @@ def _kick(pair_id: int) -> None:
 
 
 def wanted_pair_ids() -> list[int]:
-    grace_end = timezone.now() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
+    grace_end = clock.utcnow() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
     return list(IngestionState.objects.filter(wanted=True, fatal=False)
                 .filter(Q(unwanted_since__isnull=True) | Q(unwanted_since__gt=grace_end))
                 .values_list("pair_id", flat=True))
@@ -300,7 +296,7 @@ def wanted_pair_ids() -> list[int]:
 
 def retire_unwanted() -> int:
     """Pairs whose grace period ended stop being wanted (their bars stay)."""
-    grace_end = timezone.now() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
+    grace_end = clock.utcnow() - timedelta(seconds=settings.INGESTION_GRACE_SECONDS)
     return IngestionState.objects.filter(wanted=True, unwanted_since__lte=grace_end).update(
         wanted=False, lease_owner="", lease_until=None)
 
@@ -309,7 +305,7 @@ def retire_unwanted() -> int:
 
 def leases_acquire(*, owner: str, pair_ids: list[int]) -> list[int]:
     """Take or renew the lease of each pair that is free, expired or already ours."""
-    now = timezone.now()
+    now = clock.utcnow()
     until = now + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
     owned = []
     for pair_id in pair_ids:
@@ -326,14 +322,14 @@ def leases_release(*, owner: str) -> None:
 
 
 def pairs_needing_a_worker() -> list[int]:
-    now = timezone.now()
+    now = clock.utcnow()
     return list(IngestionState.objects.filter(pair_id__in=wanted_pair_ids())
                 .filter(Q(lease_owner="") | Q(lease_until__lt=now)).values_list("pair_id", flat=True))
 
 
 def record_failure(pair_id: int, exc: BaseException, *, fatal: bool = False) -> None:
     IngestionState.objects.filter(pair_id=pair_id).update(
-        last_error=f"{type(exc).__name__}: {exc}"[:2000], last_error_at=timezone.now(), fatal=fatal)
+        last_error=f"{type(exc).__name__}: {exc}"[:2000], last_error_at=clock.utcnow(), fatal=fatal)
 
 
 def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | None = None,
@@ -361,7 +357,7 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
                     idle_since = time.monotonic()
                 elif time.monotonic() - idle_since > settings.INGESTION_LEASE_SECONDS:
                     break
-                until = now_ms() - settings.INGESTION_LAG_MS
+                until = clock.now_ms() - settings.INGESTION_LAG_MS
                 for pair_id in owned:
                     ingestor = ingestors.get(pair_id)
                     if ingestor is None:

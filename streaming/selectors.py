@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Sum
 
-from billing import clock
+from config import clock
 from market.bars import BAR_FIELDS, DAY_MS, Bar, floor_ms
 from market.models import MinuteBar, Pair
 
@@ -29,10 +29,6 @@ def subscriptions_of(*, account) -> dict[int, StreamSubscription]:
     return {s.pair_id: s for s in StreamSubscription.objects.filter(account=account)}
 
 
-def now_ms() -> int:
-    return int(clock.utcnow().timestamp() * 1000)
-
-
 def coverage_24h(*, pair: Pair, now: int) -> float:
     """Share of the last 24 hours for which the pair has second bars (each second bar holds
     one book sample, summed in the minute roll-ups)."""
@@ -43,7 +39,7 @@ def coverage_24h(*, pair: Pair, now: int) -> float:
 
 
 def pair_status(*, pair: Pair, account) -> dict:
-    now = now_ms()
+    now = clock.now_ms()
     state = IngestionState.objects.filter(pair=pair).first()
     subscription = subscription_get(account=account, pair=pair)
     subscribed = subscription.metrics if subscription else []
@@ -125,7 +121,7 @@ def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
     from schemes.selectors import scheme_events_since
 
     parsed = parse_cursor(cursor)
-    horizon = now_ms() - settings.SSE_REPLAY_MAX_SECONDS * 1000
+    horizon = clock.now_ms() - settings.SSE_REPLAY_MAX_SECONDS * 1000
     if parsed is None:
         return [], {"reason": "malformed Last-Event-ID", "last_event_id": cursor[:100]}
     bar_ts, scheme_id = parsed

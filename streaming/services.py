@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from accounts.models import Account
-from billing import clock
 from billing.services import pair_period_record
+from config import clock
 from market.models import Pair
 
 from .ingestion import ingestion_unwant, ingestion_want

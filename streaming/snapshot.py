@@ -7,7 +7,7 @@ from typing import Iterable, Iterator
 
 import orjson
 
-from config.api import toon
+import toon
 from market.bars import Bar
 from market.precision import NOISE_ONLY, Rounding
 
@@ -120,27 +120,9 @@ class ToonPieces:
         self.closing = b""
 
     def page(self, rows: list[dict]) -> bytes:
-        fast = _numeric_rows(rows)
-        if fast is not None:
-            return fast
+        # the page's rows are the table rows of the encoder's own document of them
         table = toon.encode({"bars": rows})
         return ("\n" + table.split("\n", 1)[1]).encode("utf-8")
-
-
-def _numeric_rows(rows: list[dict]) -> bytes | None:
-    """TOON table rows of numbers and nulls written by orjson in one call: JSON and TOON
-    write such values alike except integral floats (`43000.0` is `43000` in TOON). Pages
-    holding what TOON writes differently (exponents, -0.0) return None and take the
-    general encoder; a test checks both paths give the same bytes."""
-    raw = orjson.dumps([list(row.values()) for row in rows])
-    if b"e" in raw or b"E" in raw or b"-0.0" in raw or b'"' in raw:
-        return None
-    # orjson never writes trailing zeros but the ".0" of an integral float, so these two
-    # replacements touch exactly those.
-    body = raw[2:-2].replace(b".0,", b",").replace(b".0]", b"]")
-    if body.endswith(b".0"):
-        body = body[:-2]
-    return b"\n  " + body.replace(b"],[", b"\n  ")
 
 
 def write(pieces, pages: Iterable[list[dict]]) -> Iterator[bytes]:

@@ -6,14 +6,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.views import customer_account_or_404
-from billing import clock
 from billing.selectors import pair_bills_month, streaming_refusal
+from config import clock
 from config.api.errors import envelope
 
 from schemes.selectors import scheme_history
 
 from .models import StreamSubscription
-from .selectors import now_ms, pair_status
+from .selectors import pair_status
 from .services import subscription_remove
 
 
@@ -69,7 +69,7 @@ def live_token(request, subscription_id: int):
         return JsonResponse(envelope(code=refusal.code, message=refusal.message, details=refusal.details,
                                      request_id=""), status=refusal.status_code)
     token = token_issue(account_id=account.pk, pair_id=subscription.pair_id, user_id=request.user.pk)
-    now = now_ms()
+    now = clock.now_ms()
     recent = scheme_history(pair=subscription.pair, start_ms=now - 3_600_000, end_ms=now, limit=50)
     return JsonResponse({"events_url": f"/api/v1/streams/{subscription.pair.path}/events?token={token}",
                          "pair": subscription.pair.path, "metrics": subscription.metrics,

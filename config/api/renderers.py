@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 from rest_framework.renderers import BaseRenderer
 
-from . import toon
+import toon
 from .media import JSON, TOON
 
 

@@ -1,4 +1,4 @@
-"""Conformance and behaviour tests for ``config.api.toon``.
+"""Conformance and behaviour tests for the TOON encoder (``toon``).
 
 Every case of every official encode fixture file (``tests/fixtures/toon-spec/encode``,
 vendored with their license and source in that folder's README) must match byte for byte, through ``encode``,
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # also importable without pytest-django / python -m
     sys.path.insert(0, str(ROOT))
 
-from config.api import toon  # noqa: E402
+from toon import encoder as toon  # noqa: E402
 
 SPEC_DIR = ROOT / "tests" / "fixtures" / "toon-spec"
 ENCODE_DIR = SPEC_DIR / "encode"

@@ -6,10 +6,10 @@ import pytest
 from django.urls import path
 from rest_framework.response import Response
 
-from billing import clock
 from billing.base_views import AccountAPIView
 from billing.models import UsageCounter
 from billing.permissions import HasStreamingAccess
+from config import clock
 from config.api.errors import InvalidParameter
 from config.urls import urlpatterns as root_urlpatterns
 

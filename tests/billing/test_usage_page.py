@@ -3,7 +3,8 @@ from datetime import datetime, timezone
 import pytest
 from django.test import Client
 
-from billing import clock, metering
+from billing import metering
+from config import clock
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from accounts.services import account_upsert, api_key_create
 from billing.services import plan_upsert
 from market.models import Pair
 from market.services import catalog_seed_demo
-from streaming.ingestion import now_ms
+from config.clock import now_ms
 from streaming.services import subscription_upsert
 from tests.integration.faults import seed_hour_history
 plan = plan_upsert(name="faults", features=["api", "streaming"], monthly_requests=10**9, monthly_bytes=10**12)

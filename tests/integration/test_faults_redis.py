@@ -18,7 +18,7 @@ from accounts import keys
 from accounts.services import api_key_create, api_key_revoke
 from market.models import Pair
 from market.services import catalog_seed_demo
-from streaming.ingestion import now_ms
+from config.clock import now_ms
 
 from .faults import error_code, kill9, private_redis, seed_hour_history, sse_events, wait_for
 from .servers import daphne_processes, database_url_for

@@ -86,7 +86,7 @@ def test_limit_orders_both_sides_and_one_side(api, btc):
 
 
 def test_limit_orders_end_is_optional(api, btc, monkeypatch):
-    from billing import clock
+    from config import clock
 
     monkeypatch.setattr(clock, "utcnow", lambda: datetime(2024, 1, 10, 12, tzinfo=timezone.utc))
     body = post(api, "limit-orders", {"exchange": "binance", "symbol": "BTC-USDT", "start": "2024-01-05"}).json()

@@ -19,7 +19,7 @@ from market.models import Pair
 from market.services import bars_write, catalog_seed_demo
 from streaming.models import StreamSubscription
 from streaming.publish import publish_bars
-from streaming.selectors import now_ms
+from config.clock import now_ms
 from streaming.services import subscription_upsert
 from tests.urlconf import url_routes
 

@@ -18,8 +18,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.models import ApiKey
-from billing import clock
 from billing.selectors import usage_month
+from config import clock
 from config.api.errors import PaymentRequired
 from streaming.models import StreamSubscription
 from streaming.sse_auth import TOKEN_SALT, _authorize

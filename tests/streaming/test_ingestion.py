@@ -4,6 +4,7 @@ from unittest import mock
 
 import pytest
 
+from config import clock
 from market.bars import MINUTE_MS, floor_ms
 from market.models import MinuteBar, SecondBar
 from market.sources.bar_builder import BarBuilder
@@ -92,12 +93,12 @@ def test_a_lease_is_exclusive_until_it_expires(btc, state):
 
 def test_first_step_backfills_24_hours(btc, settings):
     ingestion_want(pair=btc)
-    result = PairIngestor(btc).step(ingestion.now_ms())
+    result = PairIngestor(btc).step(clock.now_ms())
     state = IngestionState.objects.get(pair=btc)
-    assert state.coverage_from_ms <= ingestion.now_ms() - 24 * 3_600_000 + MINUTE_MS
+    assert state.coverage_from_ms <= clock.now_ms() - 24 * 3_600_000 + MINUTE_MS
     from streaming.selectors import coverage_24h
 
-    assert coverage_24h(pair=btc, now=ingestion.now_ms()) > 0.95
+    assert coverage_24h(pair=btc, now=clock.now_ms()) > 0.95
     assert result is not None and result.bars
 
 

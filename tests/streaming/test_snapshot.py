@@ -2,7 +2,7 @@
 
 import pytest
 
-from billing import clock
+from config import clock
 from market.bars import HOUR_MS, Bar
 from market.services import bars_write
 
@@ -166,10 +166,10 @@ def test_the_fast_row_maker_equals_the_bar_rows():
     assert set(snapshot.stored_columns(["trade", "book", "quote"])) <= set(BAR_FIELDS)
 
 
-def test_the_numeric_toon_page_writes_what_the_general_encoder_writes():
+def test_a_toon_document_written_in_pages_is_the_encoders_whole_document():
     import random
 
-    from config.api import toon
+    import toon
     from streaming import snapshot
 
     rng = random.Random(7)

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from billing import clock
+from config import clock
 from market.bars import Bar
 from market.services import bars_write
 from streaming.models import IngestionState

@@ -3,8 +3,8 @@ from datetime import datetime, timezone
 import pytest
 from django.test import Client
 
-from billing import clock
 from billing.selectors import pair_bills_month
+from config import clock
 from streaming.models import StreamSubscription
 from streaming.services import subscription_remove, subscription_upsert
 
