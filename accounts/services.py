@@ -16,8 +16,9 @@ from django.db import IntegrityError, transaction
 
 from billing.models import Plan
 from config import clock
+from streaming import live
 
-from . import key_cache, keys, signals
+from . import key_cache, keys
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
 
 logger = logging.getLogger(__name__)
@@ -126,8 +127,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     api_key.refresh_from_db()
     if updated:
         logger.info("API key %s revoked", api_key.display)
-        transaction.on_commit(lambda: signals.api_key_revoked.send(
-            sender=ApiKey, key_id=api_key.pk, account_id=api_key.account_id))
+        transaction.on_commit(lambda: live.publish_key_revoked(key_id=api_key.pk, account_id=api_key.account_id))
     return api_key
 
 
@@ -137,7 +137,7 @@ def account_payment_set(*, account: Account, payment: str) -> Account:
     account.payment = payment
     account.save(update_fields=["payment"])
     if payment == Account.Payment.LAPSED and previous != payment:
-        transaction.on_commit(lambda: signals.payment_lapsed.send(sender=Account, account_id=account.pk))
+        transaction.on_commit(lambda: live.publish_payment_lapsed(account_id=account.pk))
     return account
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
+from streaming import live
+
 from .models import DetectorCheckpoint, SchemeEvent
 
 
@@ -38,9 +40,7 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
 
 
 def _publish(pair, rows: list[SchemeEvent]) -> None:
-    from streaming.live import publish_scheme_events
-
-    publish_scheme_events(pair.pk, [row.as_dict() for row in rows])
+    live.publish_scheme_events(pair_id=pair.pk, events=[row.as_dict() for row in rows])
 
 
 def scheme_events_purge(*, now_ms: int) -> int:

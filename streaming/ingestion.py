@@ -33,6 +33,7 @@ from market.services import bars_write
 from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
 
+from . import live
 from .models import BookCheckpoint, IngestionState
 from .sources import pair_ref, source_for
 
@@ -56,10 +57,8 @@ class StepResult:
 
 
 def _publish_after_commit(pair: Pair, bars: list[Bar]) -> None:
-    from .publish import publish_bars
-
     if bars:
-        transaction.on_commit(lambda: publish_bars(pair=pair, bars=bars))
+        transaction.on_commit(lambda: live.publish_bars(pair=pair, bars=bars))
 
 
 class PairIngestor:
@@ -395,7 +394,6 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
 
 def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:
     """Tell the live feed when a pair's derived state changed since the last look."""
-    from .live import on_status
     from .selectors import pair_status
 
     for pair_id, ingestor in ingestors.items():
@@ -403,7 +401,7 @@ def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[i
         if announced.get(pair_id) != status["state"]:
             announced[pair_id] = status["state"]
             status.pop("subscribed", None)
-            on_status(pair_id, status)
+            live.publish_status(pair_id=pair_id, status=status)
 
 
 def _is_fatal(exc: BaseException) -> bool:

@@ -1,63 +1,68 @@
-"""What the live SSE feed is told: bars after they commit, state changes, and the control
-messages that close streams (unsubscribe, key revoked, payment lapsed)."""
+"""The one way to tell the live SSE feed something: every function here is called, on
+commit, by the code that committed it. Bars (and the pair's latest live bar in the cache),
+scheme events, state changes, and the control messages that close streams (unsubscribe,
+key revoked, payment lapsed). A failed publish is logged and dropped: the data is
+committed, and a client resumes from it with Last-Event-ID."""
 
 from __future__ import annotations
 
 import logging
 
+from django.core.cache import cache
+
 from . import hub, snapshot
 
 logger = logging.getLogger(__name__)
 ALL_METRICS = ["trade", "book", "quote"]
+LIVE_BAR_SECONDS = 120
 
 
-def on_bars(pair, bars) -> None:
+def live_bar_key(pair_id: int) -> str:
+    return f"live-bar:{pair_id}"
+
+
+def publish_bars(*, pair, bars) -> None:
     """Every committed bar, catch-ups after downtime included, so an open stream has no gap
     and a resumed one receives exactly what it would have. One event per commit, whatever
     its number of bars: a listener's queue holds a bounded number of events, and a burst of
     bars from the server must not read as a slow client."""
+    if not bars:
+        return
+    try:
+        cache.set(live_bar_key(pair.pk), bars[-1], timeout=LIVE_BAR_SECONDS)
+    except Exception:  # the live view catches up on the next bar
+        logger.warning("Could not store the live bar of pair %s", pair.pk, exc_info=True)
     supply = pair.base.circulating_supply
     rows = [snapshot.row(bar, ALL_METRICS, supply, pair.rounding) for bar in bars]
-    if rows:
-        _safely(hub.publish, hub.pair_channel(pair.pk), "bars", {"rows": rows})
+    _safely(hub.pair_channel(pair.pk), "bars", {"rows": rows})
 
 
-def publish_scheme_events(pair_id: int, events: list[dict]) -> None:
+def publish_scheme_events(*, pair_id: int, events: list[dict]) -> None:
     """After the scheme events commit; they follow the bars committed with them."""
     for event in events:
-        _safely(hub.publish, hub.pair_channel(pair_id), "scheme-event", event)
+        _safely(hub.pair_channel(pair_id), "scheme-event", event)
 
 
-def on_status(pair_id: int, status: dict) -> None:
-    _safely(hub.publish, hub.pair_channel(pair_id), "status", status)
+def publish_status(*, pair_id: int, status: dict) -> None:
+    _safely(hub.pair_channel(pair_id), "status", status)
 
 
-def on_subscription_change(account_id: int, pair_id: int, metrics: list[str]) -> None:
-    _safely(hub.publish, hub.CONTROL, "control",
+def publish_unsubscribed(*, account_id: int, pair_id: int, metrics: list[str]) -> None:
+    """The account's open streams of the pair learn what is left (they close on nothing)."""
+    _safely(hub.CONTROL, "control",
             {"kind": "unsubscribed", "account_id": account_id, "pair_id": pair_id, "metrics": metrics})
 
 
-def on_key_revoked(sender, key_id: int, account_id: int, **kwargs) -> None:
-    _safely(hub.publish, hub.CONTROL, "control", {"kind": "revoked", "key_id": key_id, "account_id": account_id})
+def publish_key_revoked(*, key_id: int, account_id: int) -> None:
+    _safely(hub.CONTROL, "control", {"kind": "revoked", "key_id": key_id, "account_id": account_id})
 
 
-def on_payment_lapsed(sender, account_id: int, **kwargs) -> None:
-    _safely(hub.publish, hub.CONTROL, "control", {"kind": "lapsed", "account_id": account_id})
+def publish_payment_lapsed(*, account_id: int) -> None:
+    _safely(hub.CONTROL, "control", {"kind": "lapsed", "account_id": account_id})
 
 
-def _safely(publish, *args) -> None:
+def _safely(channel: str, event_type: str, data: dict) -> None:
     try:
-        publish(*args)
-    except Exception:  # the data is committed; a client resumes from it with Last-Event-ID
-        logger.warning("Could not publish a live event on %s", args[0], exc_info=True)
-
-
-def connect() -> None:
-    from accounts import signals
-
-    from . import publish
-
-    publish.subscribe_bars(on_bars)
-    publish.subscribe_subscription_changes(on_subscription_change)
-    signals.api_key_revoked.connect(on_key_revoked, dispatch_uid="streaming.live.revoked")
-    signals.payment_lapsed.connect(on_payment_lapsed, dispatch_uid="streaming.live.lapsed")
+        hub.publish(channel, event_type, data)
+    except Exception:
+        logger.warning("Could not publish a live event on %s", channel, exc_info=True)

@@ -11,7 +11,7 @@ from market.bars import BAR_FIELDS, DAY_MS, Bar, floor_ms
 from market.models import MinuteBar, Pair
 
 from .models import METRICS, IngestionState, StreamSubscription
-from .publish import live_bar_key
+from .live import live_bar_key
 from .status import Thresholds, derive_state, worst
 
 

@@ -10,6 +10,7 @@ from billing.services import pair_period_record
 from config import clock
 from market.models import Pair
 
+from . import live
 from .ingestion import ingestion_unwant, ingestion_want
 from .models import METRICS, StreamSubscription
 
@@ -48,12 +49,5 @@ def subscription_remove(*, account: Account, pair: Pair, metric: str | None = No
     pair_period_record(account=account, pair=pair, metrics=remaining, now=clock.utcnow())
     if not remaining and not StreamSubscription.objects.filter(pair=pair).exists():
         ingestion_unwant(pair=pair)
-    transaction.on_commit(lambda: _notify_streams(account.pk, pair.pk, remaining))
-
-
-def _notify_streams(account_id: int, pair_id: int, remaining: list[str]) -> None:
-    """Open SSE streams of the account for the pair learn of the change (they close when
-    nothing is left)."""
-    from .publish import publish_subscription_change
-
-    publish_subscription_change(account_id=account_id, pair_id=pair_id, metrics=remaining)
+    transaction.on_commit(lambda: live.publish_unsubscribed(account_id=account.pk, pair_id=pair.pk,
+                                                            metrics=remaining))

@@ -18,7 +18,7 @@ from market.bars import Bar
 from market.models import Pair
 from market.services import bars_write, catalog_seed_demo
 from streaming.models import StreamSubscription
-from streaming.publish import publish_bars
+from streaming.live import publish_bars
 from config.clock import now_ms
 from streaming.services import subscription_upsert
 from tests.urlconf import url_routes

@@ -235,7 +235,7 @@ def check_snapshot(w: World):
 
 def check_live(w: World):
     from market.bars import Bar
-    from streaming.publish import publish_bars
+    from streaming.live import publish_bars
 
     btc = w.a.subscriptions[BTC].pair
     publish_bars(pair=btc, bars=[Bar(ts_ms=1_000, trade_count=1, open=1.0, high=1.0, low=1.0, close=1.0,

@@ -112,18 +112,15 @@ def test_unwanted_pairs_retire_after_the_grace_period(btc, state, settings):
     assert btc.pk not in wanted_pair_ids()
 
 
-def test_published_bars_reach_listeners_after_commit(btc, state, django_capture_on_commit_callbacks):
-    from streaming import publish
+def test_bars_are_published_live_after_their_commit(btc, state, django_capture_on_commit_callbacks, monkeypatch):
+    from streaming import live
 
     seen = []
-    publish.subscribe_bars(lambda pair, bars: seen.append(len(bars)))
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            PairIngestor(btc).step(T0 + 5_000)
-            assert seen == []
-        assert seen == [5]
-    finally:
-        publish._listeners.pop()
+    monkeypatch.setattr(live, "publish_bars", lambda *, pair, bars: seen.append(len(bars)))
+    with django_capture_on_commit_callbacks(execute=True):
+        PairIngestor(btc).step(T0 + 5_000)
+        assert seen == []
+    assert seen == [5]
 
 
 

@@ -141,7 +141,7 @@ def test_a_large_snapshot_is_streamed_identically_and_metered_exactly(api, secon
 
 
 def test_live_is_null_until_a_bar_is_published_then_the_latest_bar(api, btc):
-    from streaming.publish import publish_bars
+    from streaming.live import publish_bars
 
     assert api.get("/api/v1/streams/binance/BTC/USDT/live").json() is None
     api.post("/api/v1/streams", {"exchange": "binance", "base": "BTC", "quote": "USDT", "metrics": ["quote"]},

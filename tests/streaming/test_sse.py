@@ -111,7 +111,7 @@ def test_a_stream_opens_with_retry_and_status_then_delivers_bars(key, btc):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: any(e["event"] == "status" for e in s.events))
         assert stream.status == 200
-        await sync_to_async(live.on_bars)(btc, [live_bar(now_ms() - 1000)])
+        await sync_to_async(live.publish_bars)(pair=btc, bars=[live_bar(now_ms() - 1000)])
         await stream.until(lambda s: any(e["event"] == "bar" for e in s.events))
         await stream.close()
         return stream
@@ -132,7 +132,7 @@ def test_the_bars_of_a_catch_up_are_pushed_in_order_so_an_open_stream_has_no_gap
 
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(live.on_bars)(btc, catch_up)
+        await sync_to_async(live.publish_bars)(pair=btc, bars=catch_up)
         await stream.until(lambda s: sum(e["event"] == "bar" for e in s.events) >= 25 or s.finished)
         await stream.close()
         return stream
@@ -187,7 +187,7 @@ def test_dropping_one_metric_narrows_the_bars(key, btc, subscribed):
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
         await sync_to_async(subscription_remove)(account=subscribed, pair=btc, metric="trade")
         await asyncio.sleep(0.1)
-        await sync_to_async(live.on_bars)(btc, [live_bar(now_ms() - 500)])
+        await sync_to_async(live.publish_bars)(pair=btc, bars=[live_bar(now_ms() - 500)])
         await stream.until(lambda s: any(e["event"] == "bar" for e in s.events))
         await stream.close()
         return stream
