@@ -1,9 +1,7 @@
 import logging
 
-from django.http import HttpResponse
-
-from config.api.errors import InternalError, TemporarilyUnavailable, dependency_unavailable, envelope
-from config.api.renderers import to_json_bytes
+from config.api.errors import InternalError, TemporarilyUnavailable, dependency_unavailable
+from config.api.middleware import error_response
 
 from . import metering
 
@@ -67,6 +65,4 @@ class MeteringMiddleware:
         message = "Usage could not be recorded, so nothing was served. Retry shortly."
         error = InternalError(message) if unavailable is None else \
             TemporarilyUnavailable(message, details=unavailable.details)
-        body = envelope(code=error.code, message=error.message, details=error.details,
-                        request_id=getattr(request, "request_id", ""))
-        return HttpResponse(to_json_bytes(body), status=error.status_code, content_type="application/json")
+        return error_response(request, error)

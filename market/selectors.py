@@ -29,6 +29,13 @@ def exchange_get(*, slug: str) -> Exchange | None:
     return Exchange.objects.filter(slug=slug.lower(), is_active=True).first()
 
 
+def pair_streamable(*, exchange: str, base: str, quote: str) -> Pair | None:
+    """The pair behind a path if it can be streamed (subscribed to, snapshotted, followed
+    live), else None: the one place that decides "unknown or not streamable"."""
+    pair = pair_get(exchange=exchange, base=base, quote=quote)
+    return pair if pair is not None and pair.streamable else None
+
+
 def pairs_streamable() -> QuerySet[Pair]:
     return (Pair.objects.select_related("exchange", "base", "quote")
             .filter(streamable=True, exchange__is_active=True))

@@ -16,7 +16,7 @@ from config.api import params
 from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
 from market.models import BAR_MODELS, Pair
-from market.selectors import pair_get, pairs_streamable
+from market.selectors import pair_get, pair_streamable, pairs_streamable
 
 from . import selectors, services, snapshot
 from .models import METRICS
@@ -39,8 +39,8 @@ class StreamingView(AccountAPIView):
     permission_classes = [HasStreamingAccess]
 
     def pair_or_404(self, exchange: str, base: str, quote: str) -> Pair:
-        pair = pair_get(exchange=exchange, base=base, quote=quote)
-        if pair is None or not pair.streamable:
+        pair = pair_streamable(exchange=exchange, base=base, quote=quote)
+        if pair is None:
             raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.",
                            details={"pair": f"{exchange}/{base}/{quote}"})
         return pair
@@ -81,8 +81,8 @@ class StreamsView(StreamingView):
         base = params.text(data, "base", max_length=20)
         quote = params.text(data, "quote", max_length=20)
         metrics = params.string_list(data, "metrics", METRICS, default=METRICS)
-        pair = pair_get(exchange=exchange, base=base, quote=quote)
-        if pair is None or not pair.streamable:
+        pair = pair_streamable(exchange=exchange, base=base, quote=quote)
+        if pair is None:
             raise InvalidParameter("pair", f"{exchange}/{base}/{quote} is not available for streaming; "
                                            "GET /api/v1/streams lists the pairs that are")
         subscription, created = services.subscription_upsert(account=request.user.account, pair=pair,
@@ -101,6 +101,7 @@ class StreamPairView(StreamingView):
                    responses={204: None})
     def delete(self, request, exchange, base, quote):
         metric = params.choice(request.query_params, "metric", METRICS, default=None)
+        # any pair, streamable or not: a pair withdrawn from streaming can still be left
         pair = pair_get(exchange=exchange, base=base, quote=quote)
         if pair is not None:
             services.subscription_remove(account=request.user.account, pair=pair, metric=metric)

@@ -18,7 +18,7 @@ from billing.selectors import streaming_refusal
 from config.api.errors import ApiError, NotFound, PaymentRequired, PlanForbidden, Unauthorized
 from market.models import Pair
 from market.precision import NOISE_ONLY, Rounding
-from market.selectors import pair_get
+from market.selectors import pair_streamable
 
 from . import selectors
 from .models import StreamSubscription
@@ -78,7 +78,7 @@ def authorize(*, authorization: str | None, token: str | None, exchange: str, ba
 
 
 def _authorize(authorization, token, exchange, base, quote, last_event_id, listen=None) -> StreamGrant:
-    pair = pair_get(exchange=exchange, base=base, quote=quote)
+    pair = pair_streamable(exchange=exchange, base=base, quote=quote)
     header_token = bearer_token(authorization)
     if token and header_token is None:
         if pair is None:
@@ -93,7 +93,7 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
     refusal = streaming_refusal(account)
     if refusal is not None:
         raise refusal
-    if pair is None or not pair.streamable:
+    if pair is None:
         raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")
     subscription = StreamSubscription.objects.filter(account=account, pair=pair).first()
     if subscription is None:

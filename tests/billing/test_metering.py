@@ -215,6 +215,19 @@ def test_a_failing_usage_write_fails_the_request(api, monkeypatch):
     assert "data" not in response.json()
 
 
+def test_the_refusal_of_an_unrecorded_request_speaks_the_format_asked_for(api, monkeypatch):
+    from billing import metering
+
+    def broken(ticket, size):
+        raise RuntimeError("database gone")
+
+    monkeypatch.setattr(metering, "add_bytes", broken)
+    response = api.get("/api/v1/test/counted", HTTP_ACCEPT="application/toon")
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/toon")
+    assert response.content.decode().startswith("error:\n  code: internal_error")
+
+
 def test_a_failing_count_fails_the_request_before_the_view(api, monkeypatch):
     from billing import metering
 
