@@ -4,6 +4,8 @@ from rest_framework.permissions import BasePermission
 
 from config.api.errors import PlanForbidden, Unauthorized
 
+from .selectors import streaming_plan_refusal
+
 
 def _account(request):
     caller = request.user
@@ -35,8 +37,7 @@ class HasApiAccess(BasePermission):
 class HasStreamingAccess(BasePermission):
     plan_feature = "streaming"
     def has_permission(self, request, view) -> bool:
-        plan = _account(request).plan
-        if not plan.allows_streaming:
-            raise PlanForbidden("The account's plan does not include the streaming feature; "
-                                "upgrade to Pro or Enterprise.")
+        refusal = streaming_plan_refusal(_account(request))
+        if refusal is not None:
+            raise refusal
         return True

@@ -8,16 +8,27 @@ from datetime import date, datetime, timedelta, timezone
 from .models import UsageCounter
 
 
-def streaming_refusal(account):
-    """Why the account may not stream now, as the error the caller raises or shows (403
-    plan_forbidden: the plan lacks streaming; 402 payment_required: the payment lapsed),
-    or None. The one statement of this rule: the SSE connect, the open streams' re-check
-    and the Live page's token all ask it."""
-    from config.api.errors import PaymentRequired, PlanForbidden
+def streaming_plan_refusal(account):
+    """403 plan_forbidden when the account's plan lacks streaming, else None: what every
+    streaming endpoint asks (DRF's HasStreamingAccess) and the SSE feed with it."""
+    from config.api.errors import PlanForbidden
 
     if not account.plan.allows_streaming:
         return PlanForbidden("The account's plan does not include the streaming feature; "
                              "upgrade to Pro or Enterprise.")
+    return None
+
+
+def streaming_refusal(account):
+    """Why the account may not stream now, as the error the caller raises or shows (403
+    plan_forbidden: the plan lacks streaming; 402 payment_required: the payment lapsed,
+    which refuses the SSE feed only, API.md), or None. The one statement of this rule: the
+    SSE connect, the open streams' re-check and the Live page's token all ask it."""
+    from config.api.errors import PaymentRequired
+
+    plan = streaming_plan_refusal(account)
+    if plan is not None:
+        return plan
     if not account.payment_active:
         return PaymentRequired("The account's payment has lapsed; update the payment method to stream.",
                                details={"reason": "payment_lapsed"})
