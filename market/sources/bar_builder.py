@@ -40,13 +40,14 @@ Rules (what the rest of the service can rely on):
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from typing import Iterable
 
 from market.bars import Bar
 import orjson
 
 from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
+from market.sources.order_book import level_set, side_from_levels
 
 SECOND_MS = 1_000
 
@@ -367,10 +368,8 @@ class BarBuilder:
             self._book_dirty = True
 
     def _snapshot(self, s: BookSnapshot) -> None:
-        self._bids = bids = {p: q for p, q in s.bids if q > 0}
-        self._asks = asks = {p: q for p, q in s.asks if q > 0}
-        self._bid_keys = sorted(bids)
-        self._ask_keys = sorted(asks)
+        self._bids, self._bid_keys = side_from_levels(s.bids)
+        self._asks, self._ask_keys = side_from_levels(s.asks)
         self._book_seen = True
         self._book_dirty = True
         if self._use_derived:
@@ -391,23 +390,11 @@ class BarBuilder:
         if d.bids:
             book, keys = self._bids, self._bid_keys
             for p, q in d.bids:
-                if q > 0:
-                    if p not in book:
-                        insort(keys, p)
-                    book[p] = q
-                elif p in book:
-                    del book[p]
-                    del keys[bisect_left(keys, p)]
+                level_set(book, keys, p, q)
         if d.asks:
             book, keys = self._asks, self._ask_keys
             for p, q in d.asks:
-                if q > 0:
-                    if p not in book:
-                        insort(keys, p)
-                    book[p] = q
-                elif p in book:
-                    del book[p]
-                    del keys[bisect_left(keys, p)]
+                level_set(book, keys, p, q)
         self._book_seen = True
         self._book_dirty = True
         if self._use_derived:

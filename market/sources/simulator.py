@@ -38,13 +38,14 @@ import hashlib
 import math
 import random
 import threading
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from market.bars import DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, Bar, merge
 from market.sources.events import BookDelta, BookSnapshot, Event, PairRef, Quote, Trade
+from market.sources.order_book import level_set
 
 SCHEMES = ("layering", "flipping", "vacuuming")
 HARD_NEGATIVES = ("filled_wall", "quote_refresh", "iceberg", "patient_far", "two_sided_pull", "sweep")
@@ -886,19 +887,11 @@ class _Block:
     # -- book primitives ---------------------------------------------------------------
     def set_level(self, is_bid: bool, tk: int, lots: int) -> None:
         if is_bid:
-            book, keys, ch = self.bids, self.bk, self.cb
-            self.depth_b += lots - book.get(tk, 0)
+            self.depth_b += lots - level_set(self.bids, self.bk, tk, lots)
+            self.cb[tk] = lots
         else:
-            book, keys, ch = self.asks, self.ak, self.ca
-            self.depth_a += lots - book.get(tk, 0)
-        if lots > 0:
-            if tk not in book:
-                insort(keys, tk)
-            book[tk] = lots
-        elif tk in book:
-            del book[tk]
-            del keys[bisect_left(keys, tk)]
-        ch[tk] = lots
+            self.depth_a += lots - level_set(self.asks, self.ak, tk, lots)
+            self.ca[tk] = lots
 
     def protected(self, is_bid: bool, tk: int) -> int:
         orders = self.special.get((is_bid, tk))

@@ -19,6 +19,8 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
+from market.sources.order_book import level_set, side_from_levels
+
 BASELINE_WINDOW_MS = 30 * 60 * 1000
 # Top-10 depth above this quantile of the side's last 30 minutes is unusual: on real books
 # (and the simulator's) it swings to 1.5 x its median one second in four, to 2 x one in ten
@@ -249,10 +251,8 @@ class BookTracker:
         self._clock(snap.ts_ms)
         if self.tick is None:
             self._infer_tick([p for p, _ in snap.bids[:50]] + [p for p, _ in snap.asks[:50]])
-        self.bids = {p: q for p, q in snap.bids if q > 0}
-        self.asks = {p: q for p, q in snap.asks if q > 0}
-        self.bk = sorted(self.bids)
-        self.ak = sorted(self.asks)
+        self.bids, self.bk = side_from_levels(snap.bids)
+        self.asks, self.ak = side_from_levels(snap.asks)
         self.pending.clear()
         self.batch_trades = []
         self.snapshots += 1
@@ -290,17 +290,15 @@ class BookTracker:
                     dist = (touch - price) / tick
                 else:
                     dist = (price - touch) / tick
+                i = bisect_left(keys, price)
                 if old == 0.0:
-                    i = bisect_left(keys, price)
-                    keys.insert(i, price)
-                    book[price] = qty
+                    level_set(book, keys, price, qty)
                     idx = (len(keys) - 1 - i) if side == "bid" else i
                     out.append(Change(side, price, 0.0, qty, qty, 0.0, 0.0, dist, idx, False, False))
                     continue
-                i = bisect_left(keys, price)
                 idx = (len(keys) - 1 - i) if side == "bid" else i
                 if qty > old:
-                    book[price] = qty
+                    level_set(book, keys, price, qty)
                     out.append(Change(side, price, old, qty, qty - old, 0.0, 0.0, dist, idx, False, False))
                     continue
                 shrink = old - qty
@@ -315,10 +313,7 @@ class BookTracker:
                 if qty <= 0.0:
                     scrolled = idx == len(keys) - 1 and idx >= 10
                     runover = idx == 0 and canc > 0
-                    del keys[i]
-                    del book[price]
-                else:
-                    book[price] = qty
+                level_set(book, keys, price, qty)
                 out.append(Change(side, price, old, qty, 0.0, ex, canc, dist, idx, runover, scrolled))
         return out
 
