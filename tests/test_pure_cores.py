@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE_CORES = ["toon", "market.sources.events", "market.sources.bar_builder", "market.sources.simulator",
+PURE_CORES = ["toon", "market.sources.events", "market.sources.order_book", "market.sources.bar_builder", "market.sources.simulator",
               "market.sources.netting", "market.sources.flow_stats", "schemes.detectors"]
 FRAMEWORKS = {"django", "rest_framework", "celery", "config"}
 

@@ -90,14 +90,8 @@ class BarBuilder:
         self._q_bid: float | None = None
         self._q_ask: float | None = None
         # per-second quote accumulators: explicit (Quote events) and derived (book)
-        self._xq_n = 0
-        self._xq_sum = 0.0
-        self._xq_min = self._xq_max = 0.0
-        self._xq_bid = self._xq_ask = 0.0
-        self._dq_n = 0
-        self._dq_sum = 0.0
-        self._dq_min = self._dq_max = 0.0
-        self._dq_bid = self._dq_ask = 0.0
+        self._explicit = _Spreads()  # of the open second's Quote events
+        self._derived = _Spreads()  # of the open second's book-derived quotes
         # clock: the open second and the open bar
         self._sec: int | None = None
         self._bar: Bar | None = None
@@ -203,10 +197,8 @@ class BarBuilder:
             raise ValueError("not a bar builder state of this version")
         builder = cls(pair_ref, data["depth_band"], interval_ms=data["interval_ms"], quotes=data["quotes"],
                       start_ms=data["sec"])
-        builder._bids = {p: q for p, q in data["bids"]}
-        builder._asks = {p: q for p, q in data["asks"]}
-        builder._bid_keys = sorted(builder._bids)
-        builder._ask_keys = sorted(builder._asks)
+        builder._bids, builder._bid_keys = side_from_levels(data["bids"])
+        builder._asks, builder._ask_keys = side_from_levels(data["asks"])
         builder._book_seen = data["book_seen"]
         builder._q_bid, builder._q_ask = data["q"]
         builder._top = tuple(data["top"]) if data["top"] else None
@@ -234,24 +226,19 @@ class BarBuilder:
     def _close_second(self) -> None:
         bar = self._bar
         # quotes of the second: explicit Quote events win, else book-derived
-        if self._xq_n:
-            n, s, lo, hi, qb, qa = self._xq_n, self._xq_sum, self._xq_min, self._xq_max, self._xq_bid, self._xq_ask
-        elif self._dq_n:
-            n, s, lo, hi, qb, qa = self._dq_n, self._dq_sum, self._dq_min, self._dq_max, self._dq_bid, self._dq_ask
-        else:
-            n = 0
-        if n:
-            bar.quote_count += n
-            bar.spread_bps_sum += s
-            if bar.spread_bps_min is None or lo < bar.spread_bps_min:
-                bar.spread_bps_min = lo
-            if bar.spread_bps_max is None or hi > bar.spread_bps_max:
-                bar.spread_bps_max = hi
-            if self._q_bid != qb or self._q_ask != qa:
-                self._q_bid, self._q_ask = qb, qa
+        quotes = self._explicit if self._explicit.n else self._derived if self._derived.n else None
+        if quotes is not None:
+            bar.quote_count += quotes.n
+            bar.spread_bps_sum += quotes.sum
+            if bar.spread_bps_min is None or quotes.min < bar.spread_bps_min:
+                bar.spread_bps_min = quotes.min
+            if bar.spread_bps_max is None or quotes.max > bar.spread_bps_max:
+                bar.spread_bps_max = quotes.max
+            if self._q_bid != quotes.bid or self._q_ask != quotes.ask:
+                self._q_bid, self._q_ask = quotes.bid, quotes.ask
                 self._book_dirty = True  # the mid may come from the quote
-            self._xq_n = self._dq_n = 0
-            self._xq_sum = self._dq_sum = 0.0
+            self._explicit.clear()
+            self._derived.clear()
         bar.bid_price = self._q_bid
         bar.ask_price = self._q_ask
         if self._book_seen:
@@ -313,8 +300,8 @@ class BarBuilder:
         elif kind is not Trade:
             return False
         # warm-up quotes do not count in the first bar
-        self._dq_n = self._xq_n = 0
-        self._dq_sum = self._xq_sum = 0.0
+        self._explicit.clear()
+        self._derived.clear()
         if self._top is not None and kind is not Quote and kind is not Trade and self._use_derived:
             self._q_bid, self._q_ask = self._top[0], self._top[2]
         return True
@@ -350,20 +337,7 @@ class BarBuilder:
     def _quote(self, q: Quote) -> None:
         if not self._use_explicit:
             return
-        bid, ask = q.bid_price, q.ask_price
-        mid = (bid + ask) / 2
-        spread = (ask - bid) / mid * 10_000 if mid else 0.0
-        if self._xq_n:
-            self._xq_n += 1
-            self._xq_sum += spread
-            if spread < self._xq_min:
-                self._xq_min = spread
-            if spread > self._xq_max:
-                self._xq_max = spread
-        else:
-            self._xq_n = 1
-            self._xq_sum = self._xq_min = self._xq_max = spread
-        self._xq_bid, self._xq_ask = bid, ask
+        self._explicit.add(q.bid_price, q.ask_price)
         if not self._bid_keys or not self._ask_keys:
             self._book_dirty = True
 
@@ -383,8 +357,8 @@ class BarBuilder:
         self._top = None
         # quotes seen before the loss say nothing about the book that comes back
         self._q_bid = self._q_ask = None
-        self._dq_n = self._xq_n = 0
-        self._dq_sum = self._xq_sum = 0.0
+        self._explicit.clear()
+        self._derived.clear()
 
     def _delta(self, d: BookDelta) -> None:
         if d.bids:
@@ -411,19 +385,37 @@ class BarBuilder:
         if top == self._top:
             return
         self._top = top
+        self._derived.add(bid, ask)
+
+
+class _Spreads:
+    """The spreads (bps) of the quotes seen in the open second, and the last bid and ask."""
+
+    __slots__ = ("n", "sum", "min", "max", "bid", "ask")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.sum = self.min = self.max = 0.0
+        self.bid = self.ask = 0.0
+
+    def add(self, bid: float, ask: float) -> None:
         mid = (bid + ask) / 2
         spread = (ask - bid) / mid * 10_000 if mid else 0.0
-        if self._dq_n:
-            self._dq_n += 1
-            self._dq_sum += spread
-            if spread < self._dq_min:
-                self._dq_min = spread
-            if spread > self._dq_max:
-                self._dq_max = spread
+        if self.n:
+            self.n += 1
+            self.sum += spread
+            if spread < self.min:
+                self.min = spread
+            if spread > self.max:
+                self.max = spread
         else:
-            self._dq_n = 1
-            self._dq_sum = self._dq_min = self._dq_max = spread
-        self._dq_bid, self._dq_ask = bid, ask
+            self.n = 1
+            self.sum = self.min = self.max = spread
+        self.bid, self.ask = bid, ask
+
+    def clear(self) -> None:
+        self.n = 0
+        self.sum = 0.0
 
 
 def build_bars(events: Iterable, pair_ref: PairRef, start_ms: int, end_ms: int, **options) -> list[Bar]:
