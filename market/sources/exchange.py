@@ -47,6 +47,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 import ccxt
 
 from .events import ASK, BID, BookDelta, BookSnapshot, Event, PairRef, Quote, Trade
+from .order_book import levels_apply
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +187,8 @@ def apply_book_event(state: Mapping[str, Any] | None, event: BookSnapshot | Book
     else:
         bids = dict(_side_levels(state.get("bids"), descending=True))
         asks = dict(_side_levels(state.get("asks"), descending=False))
-    for levels, book in ((event.bids, bids), (event.asks, asks)):
-        for price, qty in levels:
-            if qty > 0:
-                book[price] = qty
-            else:
-                book.pop(price, None)
+    levels_apply(bids, event.bids)
+    levels_apply(asks, event.asks)
     return {
         "bids": [[p, q] for p, q in sorted(bids.items(), reverse=True)],
         "asks": [[p, q] for p, q in sorted(asks.items())],

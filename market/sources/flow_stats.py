@@ -10,6 +10,7 @@ much the top-10 depth of a side moves (its 10th/90th percentiles against its med
 from __future__ import annotations
 
 from .events import BookDelta, BookLost, BookSnapshot, Trade
+from .order_book import levels_apply
 
 LEVEL_INDEXES = (0, 1, 2, 4, 9, 19)
 
@@ -56,12 +57,8 @@ def flow_profile(events) -> dict:
                 near = mid * 1e-3  # within 10 bps of the mid
                 near_updates += sum(1 for p, _ in ev.bids if mid - p <= near) + \
                     sum(1 for p, _ in ev.asks if p - mid <= near)
-            for book, levels in ((bids, ev.bids), (asks, ev.asks)):
-                for p, q in levels:
-                    if q > 0:
-                        book[p] = q
-                    else:
-                        book.pop(p, None)
+            levels_apply(bids, ev.bids)
+            levels_apply(asks, ev.asks)
         else:
             continue
         if bids and asks and (next_sample is None or ts >= next_sample):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 from .events import BookDelta, BookSnapshot, Event
+from .order_book import levels_apply
 
 
 class _Side:
@@ -37,10 +38,7 @@ class _Side:
             if price not in self.start:
                 self.start[price] = book.get(price, 0.0)
             self.last[price] = qty
-            if qty > 0:
-                book[price] = qty
-            else:
-                book.pop(price, None)
+        levels_apply(book, levels)
 
     def changed(self, descending: bool) -> tuple[tuple[float, float], ...]:
         out = [(p, q) for p, q in self.last.items() if q != self.start[p]]

@@ -2,6 +2,7 @@
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
 from market.sources.netting import net_depth
+from market.sources.order_book import levels_apply
 from market.sources.simulator import SimulatorSource
 
 T = 1_717_243_200_000  # a multiple of 100 ms
@@ -47,12 +48,8 @@ def _book_at_batch_ends(events, batch_ms):
         if isinstance(ev, BookSnapshot):
             bids, asks = dict(ev.bids), dict(ev.asks)
         elif isinstance(ev, BookDelta):
-            for book, levels in ((bids, ev.bids), (asks, ev.asks)):
-                for p, q in levels:
-                    if q > 0:
-                        book[p] = q
-                    else:
-                        book.pop(p, None)
+            levels_apply(bids, ev.bids)
+            levels_apply(asks, ev.asks)
         else:
             continue
         out[ev.ts_ms // batch_ms] = (dict(bids), dict(asks))
