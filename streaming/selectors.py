@@ -29,6 +29,17 @@ def subscriptions_of(*, account) -> dict[int, StreamSubscription]:
     return {s.pair_id: s for s in StreamSubscription.objects.filter(account=account)}
 
 
+def account_subscriptions(*, account):
+    """The account's subscriptions with their pairs (exchange, base and quote loaded)."""
+    return (StreamSubscription.objects.filter(account=account)
+            .select_related("pair__exchange", "pair__base", "pair__quote"))
+
+
+def account_subscription(*, account, subscription_id: int) -> StreamSubscription | None:
+    """One of the account's subscriptions, or None (another account's is None too)."""
+    return account_subscriptions(account=account).filter(pk=subscription_id).first()
+
+
 def coverage_24h(*, pair: Pair, now: int) -> float:
     """Share of the last 24 hours for which the pair has second bars (each second bar holds
     one book sample, summed in the minute roll-ups)."""

@@ -12,8 +12,7 @@ from config.api.errors import envelope
 
 from schemes.selectors import scheme_history
 
-from .models import StreamSubscription
-from .selectors import pair_status
+from .selectors import account_subscription, account_subscriptions, pair_status
 from .services import subscription_remove
 
 
@@ -21,8 +20,7 @@ from .services import subscription_remove
 @login_required
 def streams_page(request):
     account = customer_account_or_404(request)
-    subscriptions = (StreamSubscription.objects.filter(account=account)
-                     .select_related("pair__exchange", "pair__base", "pair__quote"))
+    subscriptions = account_subscriptions(account=account)
     rows = [{"subscription": s, "status": pair_status(pair=s.pair, account=account)} for s in subscriptions]
     bills = pair_bills_month(account=account, now=clock.utcnow(), pair_price_usd=account.plan.pair_price_usd)
     return render(request, "streaming/streams.html", {
@@ -36,7 +34,7 @@ def streams_page(request):
 @require_POST
 def unsubscribe(request, subscription_id: int):
     account = customer_account_or_404(request)
-    subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related("pair").first()
+    subscription = account_subscription(account=account, subscription_id=subscription_id)
     if subscription is None:
         raise Http404("No such subscription.")
     subscription_remove(account=account, pair=subscription.pair)
@@ -48,8 +46,7 @@ def unsubscribe(request, subscription_id: int):
 @login_required
 def live_page(request):
     account = customer_account_or_404(request)
-    subscriptions = (StreamSubscription.objects.filter(account=account)
-                     .select_related("pair__exchange", "pair__base", "pair__quote"))
+    subscriptions = account_subscriptions(account=account)
     return render(request, "streaming/live.html", {"subscriptions": subscriptions})
 
 
@@ -60,8 +57,7 @@ def live_token(request, subscription_id: int):
     from .sse_auth import token_issue
 
     account = customer_account_or_404(request)
-    subscription = StreamSubscription.objects.filter(account=account, pk=subscription_id).select_related(
-        "pair__exchange", "pair__base", "pair__quote").first()
+    subscription = account_subscription(account=account, subscription_id=subscription_id)
     if subscription is None:
         raise Http404("No such subscription.")
     refusal = streaming_refusal(account)  # the stream would refuse; say why where the page can show it
