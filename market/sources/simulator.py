@@ -1318,7 +1318,7 @@ def _draw_episode(kind: str, rng: random.Random, prof: _Profile, t0: int, src: S
     elif kind in ("vacuuming", "two_sided_pull", "sweep"):
         levels = rng.randint(3, 10)
         miss = p.get("near_miss")
-        p.update(levels=levels, depth_multiplier=round(_lu(rng, 1.15, 1.35) if miss == "depth_multiplier" else _lu(rng, 2.0, 4.0), 3),
+        p.update(levels=levels, depth_multiplier=round(_lu(rng, 1.15, 1.35) if miss == "depth_multiplier" else _lu(rng, 2.6, 5.0), 3),
                  build_ms=int(_lu(rng, 200, 8000)),
                  rest_ms=int(_lu(rng, 300, 1200) if miss == "rest_ms" else _lu(rng, 2500, 25000)),
                  chunks=rng.randint(levels, 2 * levels))
