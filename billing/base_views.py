@@ -7,18 +7,22 @@ from rest_framework.views import APIView
 
 from config import clock
 from config.api.errors import QuotaExceeded
-from config.api.params import refuse_unknown_fields
+from config.api.params import RequestSerializer, refuse_unknown_fields
 
 from . import metering
 from .selectors import iso_utc
 
 
+BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
 class AccountAPIView(APIView):
     metered = True  # False: authenticated but free (/me/usage)
-    # The fields each method takes; any other is refused with a 400 naming it (a typo must
-    # never silently change the answer). `format` is taken everywhere.
-    body_fields: dict[str, tuple[str, ...]] = {}  # method -> JSON body fields
-    query_fields: dict[str, tuple[str, ...]] = {}  # method -> query parameters
+    # The input of each method: the JSON body of POST, the query string of the others. The
+    # serializer validates the request (`read_input`) and describes it in the OpenAPI
+    # document (config.api.schema); any field it does not declare is refused with a 400
+    # naming it, as is any query parameter of a POST (`format` is taken everywhere).
+    inputs: dict[str, type[RequestSerializer]] = {}
 
     def initial(self, request, *args, **kwargs):
         self.format_kwarg = self.get_format_suffix(**kwargs)
@@ -37,9 +41,17 @@ class AccountAPIView(APIView):
         method = request.method
         if not hasattr(self, method.lower()):
             return  # answered 405 by the dispatch
-        refuse_unknown_fields(request.query_params, self.query_fields.get(method, ()), where="query")
-        if method in self.body_fields:
-            refuse_unknown_fields(request.data, self.body_fields[method], where="body")
+        serializer = self.inputs.get(method)
+        takes_body = method in BODY_METHODS
+        refuse_unknown_fields(request.query_params, serializer._declared_fields if serializer and not takes_body
+                              else (), where="query")
+        if serializer and takes_body:
+            refuse_unknown_fields(request.data, serializer._declared_fields, where="body")
+
+    def read_input(self, request) -> dict:
+        """The validated input of this request's method (a 400 naming the first bad field)."""
+        data = request.data if request.method in BODY_METHODS else request.query_params
+        return self.inputs[request.method].read(data)
 
     def _count(self, ticket: metering.Ticket) -> None:
         if metering.count_request(ticket):

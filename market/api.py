@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timezone
 
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -24,19 +24,33 @@ def _day_ms(day: date) -> int:
     return int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp() * 1000)
 
 
-class SeriesRequestSerializer(serializers.Serializer):
-    exchange = serializers.CharField(help_text="Exchange id, e.g. binance")
-    symbol = serializers.CharField(help_text="<BASE>-<QUOTE>, e.g. BTC-USDT")
-    start = serializers.DateField(help_text="First UTC day, YYYY-MM-DD")
-    end = serializers.DateField(help_text="Last UTC day, inclusive")
-    resolution = serializers.ChoiceField(["daily", "hourly"], required=False, default="daily")
-    format = serializers.ChoiceField(["json", "toon"], required=False)
+class SeriesRequest(params.RequestSerializer):
+    exchange = params.Text(max_length=40, help_text="Exchange id, e.g. binance")
+    symbol = params.Text(max_length=41, pattern=r"^[^-]+-[^-]+$", help_text="<BASE>-<QUOTE>, e.g. BTC-USDT",
+                         pattern_reason="must look like BASE-QUOTE (e.g. BTC-USDT), not {value!r}")
+    start = params.UtcDate(help_text="First UTC day, YYYY-MM-DD")
+    end = params.UtcDate(help_text="Last UTC day, inclusive (a daily request covers at most 3,660 days, "
+                                   "an hourly one 92)")
+    resolution = params.Choice(RESOLUTIONS, default="daily", help_text="daily (default) or hourly")
+    format = params.Format()
+
+    def validate(self, attrs):
+        start, end, resolution = attrs["start"], attrs.get("end"), attrs["resolution"]
+        if end is None:
+            end = attrs["end"] = max(start, clock.utcnow().date())
+        if end < start:
+            raise InvalidParameter("end", f"must not be before start ({start.isoformat()})")
+        max_days = RESOLUTIONS[resolution][1]
+        if (end - start).days + 1 > max_days:
+            raise InvalidParameter("end", f"a {resolution} request covers at most {max_days} days",
+                                   maximum_days=max_days)
+        return attrs
 
 
-class LimitOrdersRequestSerializer(SeriesRequestSerializer):
-    end = serializers.DateField(required=False, help_text="Last UTC day, inclusive; default today")
-    side = serializers.CharField(required=False, help_text="bid_amount or ask_amount (or bid / ask): "
-                                                            "only that side's columns")
+class LimitOrdersRequest(SeriesRequest):
+    end = params.UtcDate(required=False, help_text="Last UTC day, inclusive; default today (or start, if later)")
+    side = params.Choice(sorted({name for sides in series.LIMIT_ORDER_SIDES.items() for name in (sides[0], *sides[1])}),
+                         required=False, help_text="bid_amount or ask_amount (or bid / ask): only that side's columns")
 
 
 def _series_examples(**extra) -> list[OpenApiExample]:
@@ -65,31 +79,19 @@ def _series_response(name: str, row_fields: dict):
 
 class SeriesView(AccountAPIView):
     metric: str = ""
-    body_fields = {"POST": ("exchange", "symbol", "start", "end", "resolution")}
+    inputs = {"POST": SeriesRequest}
 
     def post(self, request):
-        data = request.data
-        exchange = params.text(data, "exchange", max_length=40)
-        symbol = params.text(data, "symbol", max_length=41)
-        start = params.utc_date(data, "start")
-        today = clock.utcnow().date()
-        end = params.utc_date(data, "end", required=self.end_required(), default=self.default_end(start, today))
-        resolution = params.choice(data, "resolution", RESOLUTIONS, default="daily")
-        if end < start:
-            raise InvalidParameter("end", f"must not be before start ({start.isoformat()})")
-        granularity, max_days = RESOLUTIONS[resolution]
-        if (end - start).days + 1 > max_days:
-            raise InvalidParameter("end", f"a {resolution} request covers at most {max_days} days",
-                                   maximum_days=max_days)
-        if symbol.count("-") != 1:
-            raise InvalidParameter("symbol", f"must look like BASE-QUOTE (e.g. BTC-USDT), not {symbol!r}")
+        given = self.read_input(request)
+        exchange, symbol, start, end = given["exchange"], given["symbol"], given["start"], given["end"]
+        resolution = given["resolution"]
         pair = pair_by_symbol(exchange=exchange, symbol=symbol)
         if pair is None:
             if exchange_get(slug=exchange) is None:
                 raise InvalidParameter("exchange", f"unknown exchange {exchange!r}")
             raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
-        keep, sides = self.columns(data)
-        bars = bars_range(pair=pair, granularity=granularity, from_ms=_day_ms(start),
+        keep, sides = self.columns(given.get("side"))
+        bars = bars_range(pair=pair, granularity=RESOLUTIONS[resolution][0], from_ms=_day_ms(start),
                           to_ms=_day_ms(end) + 86_400_000)  # not end + 1 day: 9999-12-31 has none
         rows = series.rows(bars, self.metric, resolution, keep=keep, rounding=pair.rounding)
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
@@ -97,24 +99,23 @@ class SeriesView(AccountAPIView):
                 "start": start.isoformat(), "end": end.isoformat(), "count": len(rows)}
         return Response({"meta": meta, "data": rows})
 
-    def end_required(self) -> bool:
-        return True
-
-    def default_end(self, start, today):
-        return None
-
-    def columns(self, data) -> tuple[tuple[str, ...] | None, list[str]]:
+    def columns(self, side: str | None) -> tuple[tuple[str, ...] | None, list[str]]:
         return None, series.METRICS[self.metric]["sides"]
 
 
-_CANDLE_FIELDS = {f: serializers.FloatField() for f in ("open", "high", "low", "close", "price_sum", "price_variance")}
+def _numbers(*names: str, required: bool = True) -> dict:
+    # derived figures (variance, VWAP, averages) are null where they have no observations
+    return {name: serializers.FloatField(required=required, allow_null=True) for name in names}
+
+
+_CANDLE_FIELDS = _numbers("open", "high", "low", "close", "price_sum", "price_variance")
 
 
 class CandlestickView(SeriesView):
     metric = "candlestick"
 
     @extend_schema(summary="Daily (or hourly) candlesticks of a pair", tags=["series"],
-                   request=SeriesRequestSerializer, examples=_series_examples(),
+                   examples=_series_examples(),
                    responses=_series_response("Candlestick", {**_CANDLE_FIELDS,
                                                               "observation_count": serializers.IntegerField()}))
     def post(self, request):
@@ -123,27 +124,19 @@ class CandlestickView(SeriesView):
 
 class LimitOrdersView(SeriesView):
     metric = "limit_orders"
-    body_fields = {"POST": (*SeriesView.body_fields["POST"], "side")}
+    inputs = {"POST": LimitOrdersRequest}
 
-    def end_required(self) -> bool:
-        return False
-
-    def default_end(self, start, today):
-        return max(start, today) if start else today
-
-    def columns(self, data):
-        side = params.text(data, "side", required=False, max_length=20)
+    def columns(self, side):
         if side is None:
             return None, ["bid", "ask"]
-        name = side.lower().split("_")[0]
-        if name not in series.LIMIT_ORDER_SIDES or side.lower() not in (name, *series.LIMIT_ORDER_SIDES[name]):
-            raise InvalidParameter("side", f"must be bid_amount or ask_amount (or bid / ask), not {side!r}")
+        name = side.split("_")[0]
         return series.LIMIT_ORDER_SIDES[name], [name]
 
     @extend_schema(summary="Resting depth within 1 % of mid per period, both sides or one",
-                   tags=["series"], request=LimitOrdersRequestSerializer, examples=_series_examples(side="bid_amount"),
-                   responses=_series_response("LimitOrders", {f: serializers.FloatField() for f in (
-                       "bid_amount", "ask_amount", "bid_notional", "ask_notional", "bid_orders", "ask_orders")}))
+                   tags=["series"], examples=_series_examples(side="bid_amount"),
+                   responses=_series_response("LimitOrders", _numbers(  # with `side`, one side's columns
+                       "bid_amount", "ask_amount", "bid_notional", "ask_notional", "bid_orders", "ask_orders",
+                       required=False)))
     def post(self, request):
         return super().post(request)
 
@@ -152,9 +145,9 @@ class TradesView(SeriesView):
     metric = "trades"
 
     @extend_schema(summary="Traded volume by taker side, trade count and VWAP", tags=["series"],
-                   request=SeriesRequestSerializer, examples=_series_examples(),
-                   responses=_series_response("Trades", {**{f: serializers.FloatField() for f in (
-                       "volume", "buy_volume", "sell_volume", "vwap")}, "trade_count": serializers.IntegerField()}))
+                   examples=_series_examples(),
+                   responses=_series_response("Trades", {**_numbers("volume", "buy_volume", "sell_volume", "vwap"),
+                                                         "trade_count": serializers.IntegerField()}))
     def post(self, request):
         return super().post(request)
 
@@ -163,22 +156,26 @@ class SpreadView(SeriesView):
     metric = "spread"
 
     @extend_schema(summary="Closing best bid/ask and the spread in basis points over the period",
-                   tags=["series"], request=SeriesRequestSerializer, examples=_series_examples(),
-                   responses=_series_response("Spread", {f: serializers.FloatField() for f in (
+                   tags=["series"], examples=_series_examples(),
+                   responses=_series_response("Spread", _numbers(
                        "bid_price", "ask_price", "mid_price", "spread_bps", "spread_bps_avg",
-                       "spread_bps_min", "spread_bps_max")}))
+                       "spread_bps_min", "spread_bps_max")))
     def post(self, request):
         return super().post(request)
 
 
+class RankTopQuery(params.RequestSerializer):
+    exchange = params.Text(max_length=40, help_text="Exchange id, e.g. binance")
+    n = params.Integer(min_value=1, max_value=250, default=10, help_text="How many tokens, 1..250 (default 10)")
+    format = params.Format()
+
+
 class RankTopView(AccountAPIView):
     permission_classes = [HasStreamingAccess]
-    query_fields = {"GET": ("exchange", "n")}
+    inputs = {"GET": RankTopQuery}
 
     @extend_schema(
         summary="Tokens by market-cap rank with a tradable pair on an exchange", tags=["streams"],
-        parameters=[OpenApiParameter("exchange", str, required=True),
-                    OpenApiParameter("n", int, description="1..250, default 10")],
         responses=inline_serializer("RankTop", {
             "exchange": serializers.CharField(), "as_of": serializers.CharField(allow_null=True),
             "tokens": serializers.ListField(child=inline_serializer("RankedToken", {
@@ -187,8 +184,8 @@ class RankTopView(AccountAPIView):
                 "circulating_supply": serializers.FloatField(allow_null=True),
                 "pairs": serializers.ListField(child=serializers.CharField())}))}))
     def get(self, request):
-        slug = params.text(request.query_params, "exchange", max_length=40)
-        n = params.integer(request.query_params, "n", default=10, minimum=1, maximum=250)
+        given = self.read_input(request)
+        slug, n = given["exchange"], given["n"]
         exchange = exchange_get(slug=slug)
         if exchange is None:
             raise InvalidParameter("exchange", f"unknown exchange {slug!r}")

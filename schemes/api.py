@@ -1,4 +1,4 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -16,19 +16,25 @@ SCHEME_EVENT = inline_serializer("SchemeEvent", {
     "alert_score": serializers.FloatField(), "build": serializers.DictField(), "collapse": serializers.DictField()})
 
 
+class SchemesQuery(params.RequestSerializer):
+    lookback_hours = params.Integer(min_value=1, max_value=720, default=24,
+                                    help_text="Hours back from now, 1..720 (default 24)")
+    limit = params.Integer(min_value=100, max_value=50_000, default=10_000,
+                           help_text="At most this many events, newest first, 100..50000 (default 10000)")
+    format = params.Format()
+
+
 class SchemesView(StreamingView):
-    query_fields = {"GET": ("lookback_hours", "limit")}
+    inputs = {"GET": SchemesQuery}
 
     @extend_schema(
         summary="Scheme events detected live on the pair (flipping, vacuuming, layering)", tags=["streams"],
-        parameters=[OpenApiParameter("lookback_hours", int, description="1..720, default 24"),
-                    OpenApiParameter("limit", int, description="100..50000, default 10000")],
         responses=inline_serializer("SchemeHistory", {
             "start_ms": serializers.IntegerField(), "end_ms": serializers.IntegerField(),
             "events": serializers.ListField(child=SCHEME_EVENT)}))
     def get(self, request, exchange, base, quote):
-        lookback = params.integer(request.query_params, "lookback_hours", default=24, minimum=1, maximum=720)
-        limit = params.integer(request.query_params, "limit", default=10_000, minimum=100, maximum=50_000)
+        given = self.read_input(request)
+        lookback, limit = given["lookback_hours"], given["limit"]
         pair = self.pair_or_404(exchange, base, quote)
         end = now_ms()
         start = end - lookback * 3_600_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -52,8 +52,16 @@ SUBSCRIPTION = inline_serializer("Subscription", {
     "state": serializers.ChoiceField(["REQUESTED", "WARMING", "READY", "STALE", "FAILED"])})
 
 
+class SubscribeRequest(params.RequestSerializer):
+    exchange = params.Text(max_length=40, help_text="Exchange id, e.g. binance")
+    base = params.Text(max_length=20, help_text="Base asset symbol, e.g. BTC")
+    quote = params.Text(max_length=20, help_text="Quote asset symbol, e.g. USDT")
+    metrics = params.ChoiceList(METRICS, default=list(METRICS), help_text="Metrics to add (default: all)")
+    format = params.Format()
+
+
 class StreamsView(StreamingView):
-    body_fields = {"POST": ("exchange", "base", "quote", "metrics")}
+    inputs = {"POST": SubscribeRequest}
 
     @extend_schema(summary="Every pair available for streaming", tags=["streams"], responses=inline_serializer(
         "PairList", {"pairs": serializers.ListField(child=inline_serializer("PairItem", {
@@ -69,18 +77,15 @@ class StreamsView(StreamingView):
             "subscribed": pair.pk in mine, "metrics": mine[pair.pk].metrics if pair.pk in mine else [],
         } for pair in pairs_streamable()]})
 
-    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"],
-                   request=inline_serializer("SubscribeRequest", {
-                       "exchange": serializers.CharField(), "base": serializers.CharField(),
-                       "quote": serializers.CharField(),
-                       "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS), required=False)}),
+    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"], examples=[
+        OpenApiExample("BTC/USDT on Binance, every metric", request_only=True,
+                       value={"exchange": "binance", "base": "BTC", "quote": "USDT"}),
+        OpenApiExample("Trades and quotes only", request_only=True,
+                       value={"exchange": "binance", "base": "BTC", "quote": "USDT", "metrics": ["trade", "quote"]})],
                    responses={200: SUBSCRIPTION, 201: SUBSCRIPTION})
     def post(self, request):
-        data = request.data
-        exchange = params.text(data, "exchange", max_length=40)
-        base = params.text(data, "base", max_length=20)
-        quote = params.text(data, "quote", max_length=20)
-        metrics = params.string_list(data, "metrics", METRICS, default=METRICS)
+        given = self.read_input(request)
+        exchange, base, quote, metrics = given["exchange"], given["base"], given["quote"], given["metrics"]
         pair = pair_streamable(exchange=exchange, base=base, quote=quote)
         if pair is None:
             raise InvalidParameter("pair", f"{exchange}/{base}/{quote} is not available for streaming; "
@@ -93,14 +98,17 @@ class StreamsView(StreamingView):
                         status=201 if created else 200)
 
 
-class StreamPairView(StreamingView):
-    query_fields = {"DELETE": ("metric",)}
+class UnsubscribeQuery(params.RequestSerializer):
+    metric = params.Choice(METRICS, required=False, help_text="Remove only this metric (default: the whole pair)")
+    format = params.Format()
 
-    @extend_schema(summary="Unsubscribe the pair, or one metric of it", tags=["streams"],
-                   parameters=[OpenApiParameter("metric", str, enum=list(METRICS), required=False)],
-                   responses={204: None})
+
+class StreamPairView(StreamingView):
+    inputs = {"DELETE": UnsubscribeQuery}
+
+    @extend_schema(summary="Unsubscribe the pair, or one metric of it", tags=["streams"], responses={204: None})
     def delete(self, request, exchange, base, quote):
-        metric = params.choice(request.query_params, "metric", METRICS, default=None)
+        metric = self.read_input(request).get("metric")
         # any pair, streamable or not: a pair withdrawn from streaming can still be left
         pair = pair_get(exchange=exchange, base=base, quote=quote)
         if pair is not None:
@@ -148,15 +156,41 @@ async def _stream(pieces, fetch, from_ms: int):
         yield pieces.closing
 
 
-class SnapshotView(StreamingView):
-    body_fields = {"POST": ("metrics", "granularity", "from_ms", "to_ms")}
+class SnapshotRequest(params.RequestSerializer):
+    metrics = params.ChoiceList(METRICS, help_text="trade, book and/or quote")
+    granularity = params.Choice(GRANULARITIES, help_text="second, minute, hour or day (day: trade only)")
+    to_ms = params.Integer(min_value=0, max_value=MAX_MS, required=False,
+                           help_text="Epoch ms, exclusive; default now. to_ms - from_ms is at most 24 h for "
+                                     "second bars, 7 d minute, 30 d hour, 366 d day")
+    from_ms = params.Integer(min_value=0, max_value=MAX_MS, required=False,
+                             help_text="Epoch ms, inclusive; default to_ms minus the granularity's lookback "
+                                       "(second 1 h, minute 24 h, hour 7 d, day 30 d)")
+    format = params.Format()
+    # to_ms is read first: from_ms defaults from it
 
-    @extend_schema(summary="Historical bars of a pair", tags=["streams"], request=inline_serializer(
-        "SnapshotRequest", {
-            "metrics": serializers.ListField(child=serializers.ChoiceField(METRICS)),
-            "granularity": serializers.ChoiceField(GRANULARITIES),
-            "from_ms": serializers.IntegerField(required=False), "to_ms": serializers.IntegerField(required=False),
-            "format": serializers.ChoiceField(["json", "toon"], required=False)}),
+    def validate(self, attrs):
+        granularity = attrs["granularity"]
+        if granularity == "day" and set(attrs["metrics"]) - {"trade"}:
+            raise InvalidParameter("granularity", "day is available for the trade metric only")
+        to_ms = attrs.setdefault("to_ms", clock.now_ms())
+        from_ms = attrs.setdefault("from_ms", max(to_ms - SNAPSHOT_LOOKBACK_MS[granularity], 0))
+        if from_ms > to_ms:
+            raise InvalidParameter("from_ms", f"must not be after to_ms ({to_ms})")
+        cap = SNAPSHOT_CAP_MS[granularity]
+        if to_ms - from_ms > cap:
+            raise InvalidParameter("to_ms", f"{granularity} snapshots cover at most {_human(cap)} "
+                                            f"(to_ms - from_ms <= {cap})", cap_ms=cap, granularity=granularity)
+        return attrs
+
+
+class SnapshotView(StreamingView):
+    inputs = {"POST": SnapshotRequest}
+
+    @extend_schema(summary="Historical bars of a pair", tags=["streams"], examples=[
+        OpenApiExample("The last 24 hours of minute trade bars", request_only=True,
+                       value={"metrics": ["trade"], "granularity": "minute"}),
+        OpenApiExample("An hour of second bars, every metric, as TOON", request_only=True,
+                       value={"metrics": ["trade", "book", "quote"], "granularity": "second", "format": "toon"})],
         responses=inline_serializer("Snapshot", {
             "exchange": serializers.CharField(), "base": serializers.CharField(), "quote": serializers.CharField(),
             "granularity": serializers.CharField(), "from_ms": serializers.IntegerField(),
@@ -164,20 +198,8 @@ class SnapshotView(StreamingView):
             "count": serializers.IntegerField(), "bars": serializers.ListField(child=serializers.DictField())}))
     def post(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
-        data = request.data
-        metrics = params.string_list(data, "metrics", METRICS)
-        granularity = params.choice(data, "granularity", GRANULARITIES)
-        if granularity == "day" and set(metrics) - {"trade"}:
-            raise InvalidParameter("granularity", "day is available for the trade metric only")
-        to_ms = params.integer(data, "to_ms", default=clock.now_ms(), minimum=0, maximum=MAX_MS)
-        from_ms = params.integer(data, "from_ms", default=max(to_ms - SNAPSHOT_LOOKBACK_MS[granularity], 0),
-                                 minimum=0, maximum=MAX_MS)
-        if from_ms > to_ms:
-            raise InvalidParameter("from_ms", f"must not be after to_ms ({to_ms})")
-        cap = SNAPSHOT_CAP_MS[granularity]
-        if to_ms - from_ms > cap:
-            raise InvalidParameter("to_ms", f"{granularity} snapshots cover at most {_human(cap)} "
-                                            f"(to_ms - from_ms <= {cap})", cap_ms=cap, granularity=granularity)
+        given = self.read_input(request)
+        metrics, granularity, from_ms, to_ms = given["metrics"], given["granularity"], given["from_ms"], given["to_ms"]
         upper = selectors.snapshot_upper_bound(pair=pair, to_ms=to_ms)
         count = BAR_MODELS[granularity].objects.filter(pair=pair, ts_ms__gte=from_ms, ts_ms__lt=upper).count()
         head = {"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
@@ -203,9 +225,16 @@ class SnapshotView(StreamingView):
         return StreamingHttpResponse(_stream(pieces, fetch, from_ms), content_type=CONTENT_TYPES[fmt])
 
 
+# The body is the bar or JSON null; a raw schema, as a serializer cannot be null at the top.
+LIVE_BAR = {"type": "object", "nullable": True, "required": ["ts_ms"], "properties": {
+    "ts_ms": {"type": "integer", "format": "int64"},
+    **{field: {"type": "number", "nullable": True, "description": f"{metric} metric"}
+       for metric, fields in snapshot.FIELDS.items() for field in fields}}}
+
+
 class LiveView(StreamingView):
     @extend_schema(summary="The latest live 1-second bar, or null", tags=["streams"],
-                   responses=inline_serializer("LiveBar", {"ts_ms": serializers.IntegerField()}))
+                   responses={200: LIVE_BAR})
     def get(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
         bar = selectors.live_bar(pair=pair)

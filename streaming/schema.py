@@ -3,6 +3,22 @@
 EVENTS_PATH = "/api/v1/streams/{exchange}/{base}/{quote}/events"
 
 
+# One event of the stream (OpenAPI 3.0 describes a text/event-stream by its events). `data`
+# is one line of JSON: the bar, the scheme event, the status document of GET .../status, or
+# {"reason": ...} for stream-reset, stream-closed and error (docs/SSE.md).
+EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["bar", "scheme-event", "status", "stream-reset", "stream-closed", "error"]},
+        "data": {"type": "string", "description": "JSON"},
+        "id": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$",
+               "description": "<last bar ts_ms>.<last scheme event id>: resume with Last-Event-ID"},
+        "retry": {"type": "integer", "minimum": 0},
+    },
+    "required": ["event", "data"],
+}
+
+
 def add_events_endpoint(result, generator, request, public):
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     pair_params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -25,7 +41,7 @@ def add_events_endpoint(result, generator, request, public):
             {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}}],
         "security": [{"ApiKey": []}, {}],
         "responses": {
-            "200": {"description": "The event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            "200": {"description": "The event stream", "content": {"text/event-stream": {"schema": EVENT}}},
             "401": {"description": "unauthorized", "content": error},
             "402": {"description": "payment_required: pair not subscribed, or payment lapsed", "content": error},
             "403": {"description": "plan_forbidden", "content": error},

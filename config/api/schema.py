@@ -48,10 +48,35 @@ PATH_PARAMETERS = {
 }
 
 
+BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
 class ApiAutoSchema(AutoSchema):
+    """Requests are described by the input serializers the views validate with
+    (`AccountAPIView.inputs`): the body of a POST, the query string of the others."""
+
+    def _input_serializer(self):
+        return getattr(self.view, "inputs", {}).get(self.method)
+
+    def get_request_serializer(self):
+        serializer = self._input_serializer()
+        if serializer is not None and self.method in BODY_METHODS:
+            return serializer
+        return super().get_request_serializer()
+
+    def get_serializer_name(self, serializer, direction):
+        # drf-spectacular adds "Request" to request components itself: SeriesRequest, not
+        # SeriesRequestRequest
+        name = super().get_serializer_name(serializer, direction)
+        return name.removesuffix("Request") if direction == "request" else name
+
     def get_override_parameters(self):
-        """Every path parameter described, with a value that works in the explorer."""
+        """The query serializer's fields, and every path parameter described with a value that
+        works in the explorer."""
         parameters = list(super().get_override_parameters())
+        serializer = self._input_serializer()
+        if serializer is not None and self.method not in BODY_METHODS:
+            parameters.append(serializer)
         for name, (description, example) in PATH_PARAMETERS.items():
             if "{" + name + "}" in self.path:
                 parameters.append(OpenApiParameter(name, str, OpenApiParameter.PATH, description=description,

@@ -10,12 +10,18 @@ from billing.base_views import AccountAPIView
 from billing.models import UsageCounter
 from billing.permissions import HasStreamingAccess
 from config import clock
+from config.api import params
 from config.api.errors import InvalidParameter
 from config.urls import urlpatterns as root_urlpatterns
 
 
+class CountedSeriesQuery(params.RequestSerializer):
+    bad = params.Text(max_length=10, required=False)
+    rows = params.Integer(min_value=0, max_value=5000, required=False)
+
+
 class CountedSeries(AccountAPIView):
-    query_fields = {"GET": ("bad", "rows")}
+    inputs = {"GET": CountedSeriesQuery}
 
     def get(self, request):
         if "bad" in request.query_params:

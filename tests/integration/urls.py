@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.base_views import AccountAPIView
+from config.api import params
 from config.urls import handler404, handler500, urlpatterns as root_urlpatterns  # noqa: F401
 
 
@@ -17,8 +18,13 @@ def _rows(request):
                       "price_sum": 3.6e9 + i, "price_variance": 12.5} for i in range(count)]}
 
 
+class RowsQuery(params.RequestSerializer):
+    rows = params.Integer(min_value=0, max_value=5000, required=False)
+
+
 class CountedRows(AccountAPIView):
-    query_fields = {"GET": ("rows",)}
+    inputs = {"GET": RowsQuery}
+    schema = None  # a benchmark's route, not part of the documented API
 
     def get(self, request):
         return Response(_rows(request))
@@ -26,6 +32,8 @@ class CountedRows(AccountAPIView):
 
 class UnmeteredRows(APIView):
     """The same work with authentication and the plan check but no metering at all."""
+
+    schema = None
 
     def get(self, request):
         return Response(_rows(request))
