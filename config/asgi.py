@@ -1,5 +1,5 @@
-"""ASGI entry point: the live SSE feed is served by its own ASGI app (no thread per open
-stream); everything else by Django."""
+"""ASGI entry point: channels routes the live SSE feed to its own ASGI app (no thread per
+open stream) and everything else to Django."""
 
 import os
 
@@ -10,7 +10,9 @@ django_application = get_asgi_application()
 
 import gc  # noqa: E402
 
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (importable only once Django is set up)
+from django.urls import re_path  # noqa: E402
 
 from streaming import sse  # noqa: E402
 
@@ -22,11 +24,9 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 
 
-async def application(scope, receive, send):
-    if scope["type"] == "http" and sse.matches(scope["path"]):
-        await sse.app(scope, receive, send)
-    else:
-        await django_application(scope, receive, send)
+application = ProtocolTypeRouter({
+    "http": URLRouter([*sse.urlpatterns, re_path(r"", django_application)]),
+})
 
 
 if settings.INGESTION_IN_PROCESS and settings.INGESTION_AUTOSTART:

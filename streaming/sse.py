@@ -1,8 +1,8 @@
 """GET /api/v1/streams/{exchange}/{base}/{quote}/events: the live SSE feed.
 
-A plain ASGI application, routed in config/asgi.py ahead of Django's handler: an open
-stream is one coroutine and a listener, with no thread held (Django's handler keeps a
-thread per request for as long as the response streams). Authorisation runs once, in a
+An ASGI application, routed by channels' URLRouter in config/asgi.py ahead of Django's
+handler: an open stream is one coroutine and a listener, with no thread held (Django's
+handler keeps a thread per request for as long as the response streams). Authorisation runs once, in a
 worker thread, before anything is sent; refusals are JSON envelopes with their status,
 whatever the Accept header says.
 
@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.urls import re_path
 from django_eventstream.views import Listener, get_listener_manager
 
 from config.api.errors import ApiError, TemporarilyUnavailable, dependency_unavailable, envelope
@@ -34,12 +35,7 @@ from .sse_auth import StreamGrant, authorize, grants_withdrawn
 
 logger = logging.getLogger(__name__)
 
-PATH = re.compile(r"^/api/v1/streams/([^/]+)/([^/]+)/([^/]+)/events/?$")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-
-
-def matches(path: str) -> bool:
-    return PATH.match(path) is not None
 
 
 def _headers(scope) -> dict[str, str]:
@@ -125,7 +121,8 @@ async def app(scope, receive, send) -> None:
         await _refuse(send, MethodNotAllowed(f"Method \"{scope['method']}\" not allowed.",
                                              headers={"Allow": "GET, HEAD"}), request_id)
         return
-    exchange, base, quote = (unquote(part) for part in PATH.match(scope["path"]).groups())
+    route = scope["url_route"]["kwargs"]
+    exchange, base, quote = (unquote(route[name]) for name in ("exchange", "base", "quote"))
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     token = query.get("token", [None])[0]
     last_event_id = headers.get("last-event-id") or query.get("lastEventId", [None])[0]
@@ -315,3 +312,7 @@ async def _wait_disconnect(receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+# For channels' URLRouter (config/asgi.py): the feed's one route.
+urlpatterns = [re_path(r"^api/v1/streams/(?P<exchange>[^/]+)/(?P<base>[^/]+)/(?P<quote>[^/]+)/events/?$", app)]

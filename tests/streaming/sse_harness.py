@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+from channels.routing import URLRouter
 
 from streaming import sse
 
@@ -60,7 +61,7 @@ class OpenStream:
         self._changed.set()
 
     def start(self):
-        self.task = asyncio.ensure_future(sse.app(self.scope, self._receive, self._send))
+        self.task = asyncio.ensure_future(URLRouter(sse.urlpatterns)(self.scope, self._receive, self._send))
         return self
 
     @property
