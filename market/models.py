@@ -117,6 +117,21 @@ class Pair(models.Model):
         return cached
 
 
+class PairCheckpoint(models.Model):
+    """The state of one pair's pure core (pickled) as it stood at `cursor_ms`, every event
+    before it fed. Subclasses declare `pair` with their own related name."""
+
+    cursor_ms = models.BigIntegerField()
+    state = models.BinaryField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.pair} @ {self.cursor_ms}"
+
+
 class BarFields(models.Model):
     """The mergeable aggregates of market.bars.Bar, per pair and bar start (epoch ms)."""
 

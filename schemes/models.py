@@ -1,6 +1,8 @@
 from django.db import models
 from django.db.models import Q
 
+from market.models import PairCheckpoint
+
 
 class SchemeEvent(models.Model):
     """A detected spoofing scheme, kept SCHEMES_RETENTION_HOURS (720 h). Unique per pair,
@@ -49,7 +51,7 @@ class SchemeEvent(models.Model):
                 "alert_score": self.alert_score, "build": self.build, "collapse": self.collapse}
 
 
-class DetectorCheckpoint(models.Model):
+class DetectorCheckpoint(PairCheckpoint):
     """The detector engine of a pair as it stood at `cursor_ms` (every event before it
     fed), saved in the ingestion step's transaction every SCHEMES_CHECKPOINT_SECONDS. A
     restarted worker restores it and replays the events from there to the ingestion
@@ -57,9 +59,3 @@ class DetectorCheckpoint(models.Model):
     (stored once by SchemeEvent's unique key) and nothing else."""
 
     pair = models.OneToOneField("market.Pair", on_delete=models.CASCADE, related_name="detector_checkpoint")
-    cursor_ms = models.BigIntegerField()
-    state = models.BinaryField()
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.pair} @ {self.cursor_ms}"

@@ -1,6 +1,8 @@
 from django.db import models
 from django.db.models import Q
 
+from market.models import PairCheckpoint
+
 
 class IngestionState(models.Model):
     """Where ingestion of a pair stands. The cursor moves only in the transaction that
@@ -43,7 +45,7 @@ class IngestionState(models.Model):
         return f"ingestion of {self.pair_id}"
 
 
-class BookCheckpoint(models.Model):
+class BookCheckpoint(PairCheckpoint):
     """The bar builder of a pair (its order book and carried quote) as it stood at
     `cursor_ms`, saved in the ingestion step's transaction every
     INGESTION_BOOK_CHECKPOINT_SECONDS. A restarted worker restores it and replays the
@@ -51,12 +53,6 @@ class BookCheckpoint(models.Model):
     the source sends snapshots."""
 
     pair = models.OneToOneField("market.Pair", on_delete=models.CASCADE, related_name="book_checkpoint")
-    cursor_ms = models.BigIntegerField()
-    state = models.BinaryField()
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"{self.pair} @ {self.cursor_ms}"
 
 
 METRICS = ("trade", "book", "quote")

@@ -30,13 +30,19 @@ def streams_page(request):
     })
 
 
-@login_required
-@require_POST
-def unsubscribe(request, subscription_id: int):
+def _own_subscription_or_404(request, subscription_id: int):
+    """The signed-in customer's account and its subscription; another account's is a 404."""
     account = customer_account_or_404(request)
     subscription = account_subscription(account=account, subscription_id=subscription_id)
     if subscription is None:
         raise Http404("No such subscription.")
+    return account, subscription
+
+
+@login_required
+@require_POST
+def unsubscribe(request, subscription_id: int):
+    account, subscription = _own_subscription_or_404(request, subscription_id)
     subscription_remove(account=account, pair=subscription.pair)
     messages.success(request, f"Unsubscribed from {subscription.pair.path}. Billing for it stops today.")
     return redirect("streaming:streams")
@@ -56,10 +62,7 @@ def live_token(request, subscription_id: int):
     """A short-lived EventSource URL for one of the signed-in customer's subscriptions."""
     from .sse_auth import token_issue
 
-    account = customer_account_or_404(request)
-    subscription = account_subscription(account=account, subscription_id=subscription_id)
-    if subscription is None:
-        raise Http404("No such subscription.")
+    account, subscription = _own_subscription_or_404(request, subscription_id)
     refusal = streaming_refusal(account)  # the stream would refuse; say why where the page can show it
     if refusal is not None:
         return JsonResponse(envelope(code=refusal.code, message=refusal.message, details=refusal.details,
