@@ -10,6 +10,7 @@ api_v1 = [
     path("me/usage", UsageView.as_view(), name="me-usage"),
     path("", include("market.urls")),
     path("", include("streaming.urls")),
+    path("", include("schemes.urls")),
     path("schema", SchemaView.as_view(), name="schema"),
     path("docs", ExplorerView.as_view(url_name="schema"), name="docs"),
 ]

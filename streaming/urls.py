@@ -1,7 +1,5 @@
 from django.urls import path
 
-from schemes.api import SchemesView
-
 from . import api
 
 PAIR = "streams/<str:exchange>/<str:base>/<str:quote>"
@@ -13,5 +11,4 @@ urlpatterns = [
     path(f"{PAIR}/snapshot", api.SnapshotView.as_view(), name="stream-snapshot"),
     path(f"{PAIR}/live", api.LiveView.as_view(), name="stream-live"),
     path(f"{PAIR}/token", api.StreamTokenView.as_view(), name="stream-token"),
-    path(f"{PAIR}/schemes", SchemesView.as_view(), name="stream-schemes"),
 ]
