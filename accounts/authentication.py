@@ -8,14 +8,20 @@ from django.utils.functional import cached_property
 from rest_framework.authentication import BaseAuthentication
 
 from config.api.errors import Unauthorized
+from config.recent import RecentLookups
 
 from .models import Account
 from .services import CachedKey, api_key_authenticate
 
 
+# An account and its plan, as requests of this process read them: a plan edit or a payment
+# change reaches every process within ACCOUNT_CACHE_SECONDS (revocation is the key
+# cache's, accounts.services).
+_accounts = RecentLookups("ACCOUNT_CACHE_SECONDS")
+
+
 class ApiCaller:
-    """The authenticated side of an API request: a key and its account. The account (with
-    its plan) is read once per request, so plan edits take effect on the next request."""
+    """The authenticated side of an API request: a key and its account (with its plan)."""
 
     is_authenticated = True
     is_anonymous = False
@@ -26,7 +32,9 @@ class ApiCaller:
 
     @cached_property
     def account(self) -> Account | None:
-        return Account.objects.select_related("plan").filter(pk=self.account_id).first()
+        account_id = self.account_id
+        return _accounts.get((account_id,), lambda: Account.objects.select_related("plan").filter(
+            pk=account_id).first())
 
     def __str__(self) -> str:
         return f"account {self.account_id} (key {self.key_id})"

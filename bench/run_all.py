@@ -26,7 +26,7 @@ BENCHES = [
     ("bench_detectors", {}),
     ("bench_exchange_feed", {}),
     ("bench_replay", {}),
-    ("bench_series", FULL),
+    ("bench_series", {**FULL, "BENCH_CLIENTS": "32"}),  # issue 20: wrk, 32 connections
     ("bench_snapshot", FULL),
     ("bench_sse", FULL),
 ]

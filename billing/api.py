@@ -1,10 +1,10 @@
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
-from config import clock
+from . import metering
 from .base_views import AccountAPIView
 from .permissions import IsAccountKey
-from .selectors import iso_utc, usage_month
+from .selectors import iso_utc
 from .serializers import UsageSerializer
 
 
@@ -25,14 +25,15 @@ class UsageView(AccountAPIView):
     def get(self, request):
         account = request.user.account
         plan = account.plan
-        usage = usage_month(account_id=account.pk, now=clock.utcnow())
+        # the month's counters, read once: the quota headers of this answer show the same
+        month = metering.read_month(request._request.metering)
         return Response({
-            "period": {"start": iso_utc(usage.start), "end": iso_utc(usage.end)},
+            "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
             "plan": plan.name,
-            "requests": {"used": usage.requests, "limit": plan.monthly_requests,
-                         "remaining": max(plan.monthly_requests - usage.requests, 0)},
-            "bytes": {"used": usage.bytes, "limit": plan.monthly_bytes,
-                      "remaining": max(plan.monthly_bytes - usage.bytes, 0)},
+            "requests": {"used": month.requests_used, "limit": plan.monthly_requests,
+                         "remaining": max(plan.monthly_requests - month.requests_used, 0)},
+            "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
+                      "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
             "streams": {"pairs": streamed_pairs(account)},
         })
 

@@ -57,6 +57,10 @@ class Ticket:
     bytes_used: int | None = None
     extra: dict = field(default_factory=dict)
 
+    @property
+    def month_starts_at(self) -> datetime:
+        return datetime(self.month_start.year, self.month_start.month, 1, tzinfo=self.resets_at.tzinfo)
+
     def headers(self) -> dict[str, str]:
         requests_used, bytes_used = self.requests_used or 0, self.bytes_used or 0
         return {

@@ -23,7 +23,8 @@ class MeteringMiddleware:
             return response
         try:
             if not ticket.counted:
-                metering.read_month(ticket)
+                if ticket.requests_used is None:  # else the view read it (/me/usage)
+                    metering.read_month(ticket)
             elif response.streaming:
                 counter = self._counting_async if response.is_async else self._counting
                 response.streaming_content = counter(response.streaming_content, ticket)

@@ -3,10 +3,14 @@ open stream) and everything else to Django."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from config.handler import SyncChainASGIHandler  # noqa: E402
+
+django_application = SyncChainASGIHandler()
 
 import gc  # noqa: E402
 

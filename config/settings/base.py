@@ -202,6 +202,11 @@ API_KEY_LAST_USED_RESOLUTION_SECONDS = 60
 # revoke made where this process's key cache cannot see it (embedded mode: another process)
 # takes to refuse the key here.
 API_KEY_RECHECK_SECONDS = env.float("API_KEY_RECHECK_SECONDS", default=0.5)
+# How long a process reuses a catalog lookup (a pair or exchange named by a request): the
+# most a staff edit of the catalog takes to reach every process (market.selectors).
+CATALOG_CACHE_SECONDS = env.float("CATALOG_CACHE_SECONDS", default=1.0)
+# The same for an account and its plan (a plan edit, a payment change).
+ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.5)
 API_KEY_FAILED_VERIFY_LIMIT = env.int("API_KEY_FAILED_VERIFY_LIMIT", default=10)
 API_KEY_FAILED_VERIFY_WINDOW_SECONDS = 300
 

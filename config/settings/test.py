@@ -23,3 +23,7 @@ INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=False)
 INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=False)
 # Detector tests drive the engine directly; ingestion tests run without it unless they ask.
 SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=False)
+# In-process tests edit the catalog and accounts and read them back at once; running servers
+# (tests/integration/settings.py) cache it as production does.
+CATALOG_CACHE_SECONDS = env.float("CATALOG_CACHE_SECONDS", default=0.0)
+ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.0)

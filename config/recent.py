@@ -1,0 +1,33 @@
+"""Answers a process reuses for a bounded time instead of asking the database again."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from django.conf import settings
+
+
+class RecentLookups:
+    """Each answer is kept for the number of seconds in the named setting: the most an edit
+    takes to reach every process, with no message between them; 0 turns it off. Values
+    are shared by the requests and threads of the process: read them, never change them."""
+
+    MAX_ENTRIES = 100_000  # keys come from requests (typos included): bound the memory
+
+    def __init__(self, seconds_setting: str):
+        self.seconds_setting = seconds_setting
+        self._entries: dict[tuple, tuple[float, object]] = {}
+
+    def get(self, key: tuple, load: Callable[[], object]):
+        seconds = getattr(settings, self.seconds_setting)
+        now = time.monotonic()
+        entry = self._entries.get(key)
+        if entry is not None and now - entry[0] < seconds:
+            return entry[1]
+        value = load()
+        if seconds > 0:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[key] = (now, value)
+        return value
