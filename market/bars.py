@@ -107,19 +107,9 @@ def merge(bars, ts_ms: int) -> Bar:
                 out.price_mean += delta * n_b / n
                 out.price_m2 += bar.price_m2 + delta * delta * n_a * n_b / n
             out.close = bar.close
-            out.trade_count += bar.trade_count
-            out.volume += bar.volume
-            out.buy_volume += bar.buy_volume
-            out.sell_volume += bar.sell_volume
-            out.notional += bar.notional
+            _add(out, bar, _TRADE_SUMS)
         if bar.book_samples:
-            out.book_samples += bar.book_samples
-            out.bid_amount_sum += bar.bid_amount_sum
-            out.ask_amount_sum += bar.ask_amount_sum
-            out.bid_notional_sum += bar.bid_notional_sum
-            out.ask_notional_sum += bar.ask_notional_sum
-            out.bid_orders_sum += bar.bid_orders_sum
-            out.ask_orders_sum += bar.ask_orders_sum
+            _add(out, bar, _BOOK_SUMS)
         if bar.quote_count:
             out.quote_count += bar.quote_count
             out.bid_price, out.ask_price = bar.bid_price, bar.ask_price
@@ -127,6 +117,16 @@ def merge(bars, ts_ms: int) -> Bar:
             out.spread_bps_min = bar.spread_bps_min if out.spread_bps_min is None else min(out.spread_bps_min, bar.spread_bps_min)
             out.spread_bps_max = bar.spread_bps_max if out.spread_bps_max is None else max(out.spread_bps_max, bar.spread_bps_max)
     return out
+
+
+_TRADE_SUMS = ("trade_count", "volume", "buy_volume", "sell_volume", "notional")
+_BOOK_SUMS = ("book_samples", "bid_amount_sum", "ask_amount_sum", "bid_notional_sum", "ask_notional_sum",
+              "bid_orders_sum", "ask_orders_sum")
+
+
+def _add(out: Bar, bar: Bar, names: tuple[str, ...]) -> None:
+    for name in names:
+        setattr(out, name, getattr(out, name) + getattr(bar, name))
 
 
 def floor_ms(ts_ms: int, granularity: str) -> int:

@@ -121,19 +121,10 @@ class BarBuilder:
             )
         else:
             self._warm_ok = False
-        kind = type(event)
-        if kind is BookDelta:
-            self._delta(event)
-        elif kind is Trade:
-            self._trade(event)
-        elif kind is Quote:
-            self._quote(event)
-        elif kind is BookSnapshot:
-            self._snapshot(event)
-        elif kind is BookLost:
-            self._lose_book()
-        else:
+        apply = self._APPLY.get(type(event))
+        if apply is None:
             raise TypeError(f"not a market event: {event!r}")
+        apply(self, event)
 
     def feed_many(self, events: Iterable) -> None:
         feed = self.feed
@@ -288,12 +279,9 @@ class BarBuilder:
     def _warm(self, event) -> bool:
         """Apply an event before start_ms to the state only. True when handled."""
         kind = type(event)
-        if kind is BookDelta:
-            self._delta(event)
-        elif kind is BookSnapshot:
-            self._snapshot(event)
-        elif kind is BookLost:
-            self._lose_book()
+        change_book = self._BOOK_CHANGES.get(kind)
+        if change_book is not None:
+            change_book(self, event)
         elif kind is Quote:
             if self._use_explicit:
                 self._q_bid, self._q_ask = event.bid_price, event.ask_price
@@ -349,7 +337,7 @@ class BarBuilder:
         if self._use_derived:
             self._derive()
 
-    def _lose_book(self) -> None:
+    def _lose_book(self, _lost: BookLost | None = None) -> None:
         self._bids, self._asks = {}, {}
         self._bid_keys, self._ask_keys = [], []
         self._book_seen = False
@@ -386,6 +374,10 @@ class BarBuilder:
             return
         self._top = top
         self._derived.add(bid, ask)
+
+    # what each kind of event does: to the book alone (also before the first bar), and in all
+    _BOOK_CHANGES = {BookDelta: _delta, BookSnapshot: _snapshot, BookLost: _lose_book}
+    _APPLY = {**_BOOK_CHANGES, Trade: _trade, Quote: _quote}
 
 
 class _Spreads:
