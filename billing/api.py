@@ -26,7 +26,7 @@ class UsageView(AccountAPIView):
         account = request.user.account
         plan = account.plan
         # the month's counters, read once: the quota headers of this answer show the same
-        month = metering.read_month(request._request.metering)
+        month = metering.read_month(metering.ticket_of(request))
         return Response({
             "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
             "plan": plan.name,

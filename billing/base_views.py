@@ -5,18 +5,19 @@ included, is."""
 
 from rest_framework.views import APIView
 
-from config import clock
 from config.api.errors import QuotaExceeded
 from config.api.params import RequestSerializer, refuse_unknown_fields
 
 from . import metering
 from .selectors import iso_utc
+from .throttles import MonthlyQuota
 
 
 BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 class AccountAPIView(APIView):
+    throttle_classes = [MonthlyQuota]
     metered = True  # False: authenticated but free (/me/usage)
     # The input of each method: the JSON body of POST, the query string of the others. The
     # serializer validates the request (`read_input`) and describes it in the OpenAPI
@@ -29,11 +30,9 @@ class AccountAPIView(APIView):
         self.perform_authentication(request)
         caller = request.user
         if caller is not None and caller.account is not None:
-            request._request.metering = metering.open_ticket(account=caller.account)
+            metering.attach(request, metering.open_ticket(account=caller.account))
         self.check_permissions(request)
-        self.check_throttles(request)
-        if self.metered:
-            self._count(request._request.metering)
+        self.check_throttles(request)  # MonthlyQuota counts the request, or refuses it
         neg = self.perform_content_negotiation(request)
         request.accepted_renderer, request.accepted_media_type = neg
         version, scheme = self.determine_version(request, *args, **kwargs)
@@ -53,13 +52,12 @@ class AccountAPIView(APIView):
         data = request.data if request.method in BODY_METHODS else request.query_params
         return self.inputs[request.method].read(data)
 
-    def _count(self, ticket: metering.Ticket) -> None:
-        if metering.count_request(ticket):
-            return
+    def throttled(self, request, wait):
+        """429 in the API's words: which quota is used up and when it resets."""
+        ticket = metering.ticket_of(request)
         resets_at = iso_utc(ticket.resets_at)
-        retry_after = max(int((ticket.resets_at - clock.utcnow()).total_seconds()), 1)
-        used = ("requests" if ticket.requests_used >= ticket.requests_limit else "bytes")
+        used = "requests" if ticket.requests_used >= ticket.requests_limit else "bytes"
         raise QuotaExceeded(
             f"The monthly {used} quota of the account's plan is used up; it resets at {resets_at}.",
             details={"resets_at": resets_at, "exhausted": used},
-            headers={"Retry-After": str(retry_after)})
+            headers={"Retry-After": str(int(wait))})

@@ -74,6 +74,19 @@ class Ticket:
         }
 
 
+def attach(request, ticket: Ticket) -> None:
+    """Give the request its ticket: the view counts with it, MeteringMiddleware adds the
+    body's bytes and writes the quota headers from it (it sees Django's request, which is
+    the one DRF's wraps)."""
+    getattr(request, "_request", request).metering_ticket = ticket
+
+
+def ticket_of(request) -> Ticket | None:
+    """The ticket of a request (a DRF request or the Django request it wraps); None for a
+    request without an authenticated account."""
+    return getattr(getattr(request, "_request", request), "metering_ticket", None)
+
+
 def open_ticket(*, account) -> Ticket:
     now = clock.utcnow()
     start, end = month_bounds(now)

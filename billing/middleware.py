@@ -18,7 +18,7 @@ class MeteringMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        ticket = getattr(request, "metering", None)
+        ticket = metering.ticket_of(request)
         if ticket is None:
             return response
         try:

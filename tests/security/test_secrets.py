@@ -96,10 +96,10 @@ def assert_nowhere(plaintexts: list[str], *, logs: list[str], output: str) -> No
 
 
 def provoke_500(monkeypatch):
-    def explode(**kwargs):
+    def explode(*args, **kwargs):
         raise RuntimeError("usage store exploded")
 
-    monkeypatch.setattr("billing.api.usage_month", explode)
+    monkeypatch.setattr("billing.api.streamed_pairs", explode)
     monkeypatch.setattr("billing.views.usage_month", explode)
 
 

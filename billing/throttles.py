@@ -1,0 +1,23 @@
+"""The monthly quota through DRF's own extension point: a throttle that counts the request
+(or refuses it) and tells DRF how long to wait, which becomes Retry-After."""
+
+from rest_framework.throttling import BaseThrottle
+
+from config import clock
+
+from . import metering
+
+
+class MonthlyQuota(BaseThrottle):
+    """Counts an authenticated request against its account's month, atomically
+    (billing.metering.count_request); refuses it once the month's requests or bytes are
+    used up. Views that are free (`metered = False`, /me/usage) are never counted."""
+
+    def allow_request(self, request, view) -> bool:
+        self.ticket = metering.ticket_of(request)
+        if self.ticket is None or not getattr(view, "metered", True):
+            return True
+        return metering.count_request(self.ticket)
+
+    def wait(self) -> float:
+        return max((self.ticket.resets_at - clock.utcnow()).total_seconds(), 1.0)
