@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # also importable without pytest-django / python -m
     sys.path.insert(0, str(ROOT))
 
+from bench.bench_toon import build_response  # noqa: E402  (the benchmark's candlestick day)
 from toon import encoder as toon  # noqa: E402
 
 SPEC_DIR = ROOT / "tests" / "fixtures" / "toon-spec"
@@ -259,45 +260,14 @@ def test_unsupported_values_raise():
 
 
 def _candlestick_response(rows: int = 600) -> dict:
-    rng = random.Random(3)
-    price = 43123.57
-    data = []
-    for second in range(rows):
-        open_ = round(price, 2)
-        close = round(open_ + rng.gauss(0, 4), 2)
-        high = round(max(open_, close) + abs(rng.gauss(0, 2)), 2)
-        low = round(min(open_, close) - abs(rng.gauss(0, 2)), 2)
-        count = rng.randint(1, 180)
-        data.append(
-            {
-                "date": f"2024-03-01T{second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z",
-                "open": open_,
-                "high": high,
-                "low": low,
-                "close": close,
-                "observation_count": count,
-                "price_sum": round((open_ + close) / 2 * count, 2),
-                "price_variance": round(abs(rng.gauss(0, 3)) ** 2, 6),
-            }
-        )
-        price = close
+    """The benchmark's candlestick day (bench/bench_toon.py), with number edge cases."""
+    doc = build_response(rows, seed=3)
+    doc["meta"].update(start="2024-03-01", end="2024-03-02")  # dates TOON leaves unquoted
+    data = doc["data"]
     data[1]["close"] = 43000.0  # an integral float
     data[2]["price_variance"] = 0.0000042  # repr uses an exponent
     data[3]["price_variance"] = -0.0
-    return {
-        "meta": {
-            "source_type": "exchange",
-            "source": "binance",
-            "symbol": "BTC-USDT",
-            "metric_type": "candlestick",
-            "sides": ["ohlc"],
-            "resolution": "1s",
-            "start": "2024-03-01",
-            "end": "2024-03-02",
-            "count": rows,
-        },
-        "data": data,
-    }
+    return doc
 
 
 def _json_model(value):
