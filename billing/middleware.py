@@ -24,6 +24,10 @@ class MeteringMiddleware:
         try:
             if not ticket.counted:
                 if ticket.requests_used is None:  # else the view read it (/me/usage)
+                    if response.status_code >= 500:
+                        # a failure (the database's, often): no quota headers rather than a
+                        # second wait on what just failed
+                        return response
                     metering.read_month(ticket)
             elif response.streaming:
                 counter = self._counting_async if response.is_async else self._counting
