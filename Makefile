@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# daphne's listen queue: twisted's default of 50 drops the connections of a burst of opens
+# (200 SSE clients reconnecting at once waited out a 1 s SYN retry each).
+BACKLOG ?= 1024
+SERVE = $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=$(BACKLOG) config.asgi:application
 
 .PHONY: install run run-full run-recorded test bench check migrate clean
 
@@ -23,7 +27,7 @@ migrate: install
 run: migrate
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ (Ctrl-C to stop)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	$(SERVE)
 
 # The full mode in one command: the web process, a Celery worker (ingestion) and beat (the
 # supervisor), against DATABASE_URL (PostgreSQL) and REDIS_URL, with the same seeded demo.
@@ -33,7 +37,7 @@ run-full: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ with a Celery worker and beat (Ctrl-C stops all three)"
-	HOST=$(HOST) PORT=$(PORT) $(BIN)/honcho start -f Procfile
+	HOST=$(HOST) PORT=$(PORT) BACKLOG=$(BACKLOG) $(BIN)/honcho start -f Procfile
 
 # The demo served from real recorded Binance traffic (data/realdata), played in a loop.
 RECORDINGS := var/recordings/binance
@@ -43,7 +47,7 @@ run-recorded: migrate
 	$(BIN)/python manage.py import_recording data/realdata/binance-spot/ethusdt_20240808.gz $(RECORDINGS)/ethusdt.jsonl.gz --venue binance --symbol ETHUSDT --pair binance/ETH/USDT
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT) --recording binance=$(RECORDINGS)
 	@echo "  Serving on http://$(HOST):$(PORT)/ (binance/BTC/USDT and ETH/USDT from the recording; Ctrl-C to stop)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) config.asgi:application
+	$(SERVE)
 
 test: install
 	@mkdir -p var

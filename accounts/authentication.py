@@ -8,16 +8,10 @@ from django.utils.functional import cached_property
 from rest_framework.authentication import BaseAuthentication
 
 from config.api.errors import Unauthorized
-from config.recent import RecentLookups
 
 from .models import Account
+from .selectors import account_recent
 from .services import CachedKey, api_key_authenticate
-
-
-# An account and its plan, as requests of this process read them: a plan edit or a payment
-# change reaches every process within ACCOUNT_CACHE_SECONDS (revocation is the key
-# cache's, accounts.services).
-_accounts = RecentLookups("ACCOUNT_CACHE_SECONDS")
 
 
 class ApiCaller:
@@ -32,9 +26,7 @@ class ApiCaller:
 
     @cached_property
     def account(self) -> Account | None:
-        account_id = self.account_id
-        return _accounts.get((account_id,), lambda: Account.objects.select_related("plan").filter(
-            pk=account_id).first())
+        return account_recent(account_id=self.account_id)
 
     def __str__(self) -> str:
         return f"account {self.account_id} (key {self.key_id})"

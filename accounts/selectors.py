@@ -2,7 +2,20 @@
 
 from django.db.models import QuerySet
 
+from config.recent import RecentLookups
+
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey
+
+# An account and its plan, as the requests and stream connects of this process read them: a
+# plan edit or a payment change reaches every process within ACCOUNT_CACHE_SECONDS
+# (revocation is the key cache's, accounts.services).
+_recent_accounts = RecentLookups("ACCOUNT_CACHE_SECONDS")
+
+
+def account_recent(*, account_id: int) -> Account | None:
+    """The account with its plan, as read at most ACCOUNT_CACHE_SECONDS ago (shared, read-only)."""
+    return _recent_accounts.get((account_id,), lambda: Account.objects.select_related("plan").filter(
+        pk=account_id).first())
 
 
 def api_keys_live(*, account: Account) -> QuerySet[ApiKey]:

@@ -11,10 +11,6 @@ def scheme_history(*, pair, start_ms: int, end_ms: int, limit: int) -> list[dict
     return [row.as_dict() for row in rows[:limit]]
 
 
-def scheme_event_last_id(*, pair) -> int:
-    return SchemeEvent.objects.filter(pair=pair).order_by("-id").values_list("id", flat=True).first() or 0
-
-
 def scheme_events_since(*, pair, after_id: int, since_ms: int) -> list[tuple[int, dict]]:
     """For SSE resume: events after the client's last one, within the replay window, each
     with the bar it follows in the feed."""

@@ -92,7 +92,8 @@ class StreamsView(StreamingView):
                                            "GET /api/v1/streams lists the pairs that are")
         subscription, created = services.subscription_upsert(account=request.user.account, pair=pair,
                                                              metrics=metrics)
-        status = selectors.pair_status(pair=pair, account=request.user.account)
+        status = selectors.pair_status(pair=pair, account=request.user.account,
+                                       subscribed=subscription.metrics, recent=True)
         return Response({"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
                          "metrics": subscription.metrics, "state": status["state"]},
                         status=201 if created else 200)
@@ -125,7 +126,7 @@ class StatusView(StreamingView):
                        "metrics": serializers.DictField()}))
     def get(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
-        return Response(selectors.pair_status(pair=pair, account=request.user.account))
+        return Response(selectors.pair_status(pair=pair, account=request.user.account, recent=True))
 
 
 def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply, rounding):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Sum
 
 from config import clock
+from config.recent import RecentLookups
 from market.bars import BAR_FIELDS, DAY_MS, Bar, floor_ms
 from market.models import MinuteBar, Pair
 
@@ -49,14 +53,35 @@ def coverage_24h(*, pair: Pair, now: int) -> float:
     return round(min(total / 86_400, 1.0), 4)
 
 
-def pair_status(*, pair: Pair, account) -> dict:
-    now = clock.now_ms()
+# A pair's ingestion signals (its state row and 24-hour coverage) as stream connects and
+# status requests of this process read them: they move once a second, and a thousand
+# clients connecting to one pair need one read, not a thousand.
+_recent_signals = RecentLookups("PAIR_STATUS_CACHE_SECONDS")
+
+
+def _pair_signals(pair: Pair, now: int) -> tuple[IngestionState | None, float]:
     state = IngestionState.objects.filter(pair=pair).first()
-    subscription = subscription_get(account=account, pair=pair)
-    subscribed = subscription.metrics if subscription else []
+    coverage = coverage_24h(pair=pair, now=now) if state is not None and state.heartbeat_at else 0.0
+    return state, coverage
+
+
+_UNREAD = object()
+
+
+def pair_status(*, pair: Pair, account, subscribed=_UNREAD, recent: bool = False) -> dict:
+    """The pair's stream status as `account` sees it. `subscribed`: the metrics the account
+    subscribes to on the pair (None: none) when the caller has read them already; `recent`:
+    the ingestion signals may be up to PAIR_STATUS_CACHE_SECONDS old (readers; ingestion,
+    which writes them, reads them fresh)."""
+    now = clock.now_ms()
+    state, coverage = (_recent_signals.get((pair.pk,), lambda: _pair_signals(pair, now)) if recent
+                       else _pair_signals(pair, now))
+    if subscribed is _UNREAD:
+        subscription = subscription_get(account=account, pair=pair)
+        subscribed = subscription.metrics if subscription else []
+    subscribed = subscribed or []
     heartbeat = int(state.heartbeat_at.timestamp() * 1000) if state and state.heartbeat_at else None
     age = max(now - heartbeat, 0) if heartbeat is not None else None
-    coverage = coverage_24h(pair=pair, now=now) if heartbeat is not None else 0.0
     fatal = bool(state and state.fatal)
     seen = {"trade": state and state.trade_seen_ms, "book": state and state.book_seen_ms,
             "quote": state and state.quote_seen_ms}
@@ -102,15 +127,33 @@ def snapshot_upper_bound(*, pair: Pair, to_ms: int) -> int:
 
 # -- SSE resume ----------------------------------------------------------------------------
 
-def stream_position(*, pair: Pair) -> tuple[int, int]:
-    """Where a fresh stream of the pair starts: its latest stored second bar and its latest
-    scheme event, so an id sent before any event is the client's true position (resuming
-    from it replays nothing from before the connect). Two index lookups."""
-    from market.models import SecondBar
-    from schemes.selectors import scheme_event_last_id
+def stream_opening(*, account_id: int, pair: Pair) -> tuple[list[str] | None, tuple[int, int]]:
+    """What a stream connect reads, in one statement: the metrics the account subscribes to
+    on the pair (None: not subscribed) and where a fresh stream of the pair starts, its
+    latest stored second bar and latest scheme event, so an id sent before any event is the
+    client's true position (resuming from it replays nothing from before the connect). Read
+    fresh: a position even a moment old would replay, on resume, events the client saw
+    before it connected."""
+    with connection.cursor() as cursor:
+        cursor.execute(_stream_opening_sql(), [pair.pk, pair.pk, account_id, pair.pk])
+        *flags, bar_ts, scheme_id = cursor.fetchone()
+    metrics = [metric for metric, on in zip(METRICS, flags) if on] if flags[0] is not None else None
+    return metrics, (bar_ts or 0, scheme_id or 0)
 
-    bar_ts = SecondBar.objects.filter(pair=pair).order_by("-ts_ms").values_list("ts_ms", flat=True).first()
-    return bar_ts or 0, scheme_event_last_id(pair=pair)
+
+@functools.cache
+def _stream_opening_sql() -> str:
+    from market.models import SecondBar
+    from schemes.models import SchemeEvent
+
+    def table(model) -> str:
+        return connection.ops.quote_name(model._meta.db_table)
+
+    flags = ", ".join(f"s.{connection.ops.quote_name(metric)}" for metric in METRICS)
+    return (f"SELECT {flags}, (SELECT MAX(ts_ms) FROM {table(SecondBar)} WHERE pair_id = %s), "
+            f"(SELECT MAX(id) FROM {table(SchemeEvent)} WHERE pair_id = %s) "
+            f"FROM (SELECT 1) AS one LEFT JOIN {table(StreamSubscription)} AS s "
+            f"ON s.account_id = %s AND s.pair_id = %s")
 
 
 def parse_cursor(text: str) -> tuple[int, int] | None:

@@ -14,6 +14,7 @@ from django.db import connections
 
 from accounts.authentication import bearer_token, caller_for_token
 from accounts.models import Account, ApiKey, User
+from accounts.selectors import account_recent
 from billing.selectors import streaming_refusal
 from config.api.errors import ApiError, NotFound, PaymentRequired, PlanForbidden, Unauthorized
 from market.models import Pair
@@ -87,7 +88,7 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
     else:
         caller = caller_for_token(header_token)
         account_id, key_id = caller.account_id, caller.key_id
-    account = Account.objects.select_related("plan").filter(pk=account_id).first()
+    account = account_recent(account_id=account_id)
     if account is None:
         raise Unauthorized("The account no longer exists.")
     refusal = streaming_refusal(account)
@@ -95,19 +96,19 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
         raise refusal
     if pair is None:
         raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.")
-    subscription = StreamSubscription.objects.filter(account=account, pair=pair).first()
-    if subscription is None:
+    if listen is not None:
+        listen(pair.pk)  # before the position is read; a refused stream's listener is dropped
+    metrics, present = selectors.stream_opening(account_id=account.pk, pair=pair)
+    if metrics is None:
         raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
                               "POST /api/v1/streams first.", details={"reason": "not_subscribed", "pair": pair.path})
-    if listen is not None:
-        listen(pair.pk)
     grant = StreamGrant(account_id=account.pk, key_id=key_id, pair_id=pair.pk, pair_path=pair.path,
-                        metrics=subscription.metrics, circulating_supply=pair.base.circulating_supply, rounding=pair.rounding,
-                        status=selectors.pair_status(pair=pair, account=account))
+                        metrics=metrics, circulating_supply=pair.base.circulating_supply, rounding=pair.rounding,
+                        status=selectors.pair_status(pair=pair, account=account, subscribed=metrics, recent=True))
     if last_event_id:
         grant.replay, grant.reset = selectors.replay_since(pair=pair, cursor=last_event_id)
     resumed = selectors.parse_cursor(last_event_id) if last_event_id and grant.reset is None else None
-    grant.position = resumed or selectors.stream_position(pair=pair)
+    grant.position = resumed or present
     return grant
 
 

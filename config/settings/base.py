@@ -207,6 +207,9 @@ API_KEY_RECHECK_SECONDS = env.float("API_KEY_RECHECK_SECONDS", default=0.5)
 CATALOG_CACHE_SECONDS = env.float("CATALOG_CACHE_SECONDS", default=1.0)
 # The same for an account and its plan (a plan edit, a payment change).
 ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.5)
+# The same for a pair's ingestion signals read by stream connects and status requests (the
+# heartbeat's age is still computed at the request).
+PAIR_STATUS_CACHE_SECONDS = env.float("PAIR_STATUS_CACHE_SECONDS", default=1.0)
 API_KEY_FAILED_VERIFY_LIMIT = env.int("API_KEY_FAILED_VERIFY_LIMIT", default=10)
 API_KEY_FAILED_VERIFY_WINDOW_SECONDS = 300
 
@@ -284,6 +287,9 @@ SSE_RETRY_MS = env.int("SSE_RETRY_MS", default=3000)
 # subscription): the bound on closing them after a change made by another process.
 SSE_GRANT_RECHECK_SECONDS = env.float("SSE_GRANT_RECHECK_SECONDS", default=0.5)
 SSE_REPLAY_MAX_SECONDS = env.int("SSE_REPLAY_MAX_SECONDS", default=3600)
+# Threads that authorise stream connects (each waits on a few database and cache round
+# trips, not on the CPU): more than the default executor's few, fewer than the database pool.
+SSE_CONNECT_THREADS = env.int("SSE_CONNECT_THREADS", default=12)
 
 # Scheme detection (schemes/).
 SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)

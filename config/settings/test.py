@@ -27,3 +27,4 @@ SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=False)
 # (tests/integration/settings.py) cache it as production does.
 CATALOG_CACHE_SECONDS = env.float("CATALOG_CACHE_SECONDS", default=0.0)
 ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.0)
+PAIR_STATUS_CACHE_SECONDS = env.float("PAIR_STATUS_CACHE_SECONDS", default=0.0)

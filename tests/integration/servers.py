@@ -50,7 +50,8 @@ def daphne_processes(count: int, *, env: dict[str, str], settings_module: str = 
             log = tempfile.NamedTemporaryFile(prefix=f"daphne-{port}-", suffix=".log", delete=False)
             logs.append(log)
             processes.append(subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+                [sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1:backlog=1024",
+                 "config.asgi:application"],
                 cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT))
             url = ServerUrl(f"http://127.0.0.1:{port}")
             url.pid = processes[-1].pid
@@ -83,6 +84,19 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: str, timeo
             pass
         time.sleep(0.2)
     raise TimeoutError(f"{url} did not start")
+
+
+def eventually(read, expected, *, within: float = 1.0, every: float = 0.05):
+    """Poll `read()` until it returns `expected`, failing once `within` seconds passed: a
+    change made elsewhere (another process, the staff command) reaches a running server
+    within the bound its caches allow (ACCOUNT_CACHE_SECONDS and the like, under a second)."""
+    started = time.monotonic()
+    while True:
+        got = read()
+        if got == expected:
+            return
+        assert time.monotonic() - started < within, f"still {got!r} {within} s after the change (want {expected!r})"
+        time.sleep(every)
 
 
 def manage(env: dict[str, str], *args: str) -> str:

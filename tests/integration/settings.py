@@ -5,3 +5,4 @@ ROOT_URLCONF = "tests.integration.urls"
 
 CATALOG_CACHE_SECONDS = env.float("CATALOG_CACHE_SECONDS", default=1.0)
 ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.5)
+PAIR_STATUS_CACHE_SECONDS = env.float("PAIR_STATUS_CACHE_SECONDS", default=1.0)
