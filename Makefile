@@ -5,10 +5,13 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
-# daphne's listen queue: twisted's default of 50 drops the connections of a burst of opens
-# (200 SSE clients reconnecting at once waited out a 1 s SYN retry each).
+# The listen queue: twisted's default of 50 drops the connections of a burst of opens (200
+# SSE clients reconnecting at once waited out a 1 s SYN retry each).
 BACKLOG ?= 1024
-SERVE = $(BIN)/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=$(BACKLOG) config.asgi:application
+# daphne processes of the full mode's web server, one per core (config/serve.py). The
+# embedded mode serves with one: that process also runs the ingestion.
+WEB_PROCESSES ?= 2
+SERVE = $(BIN)/python -m config.serve --host $(HOST) --port $(PORT) --backlog $(BACKLOG)
 
 .PHONY: install run run-full run-recorded test bench check migrate clean
 
@@ -37,7 +40,7 @@ run-full: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	@echo "  Serving on http://$(HOST):$(PORT)/ with a Celery worker and beat (Ctrl-C stops all three)"
-	HOST=$(HOST) PORT=$(PORT) BACKLOG=$(BACKLOG) $(BIN)/honcho start -f Procfile
+	HOST=$(HOST) PORT=$(PORT) BACKLOG=$(BACKLOG) WEB_PROCESSES=$(WEB_PROCESSES) $(BIN)/honcho start -f Procfile
 
 # The demo served from real recorded Binance traffic (data/realdata), played in a loop.
 RECORDINGS := var/recordings/binance

@@ -29,6 +29,7 @@ BENCHES = [
     ("bench_series", {**FULL, "BENCH_CLIENTS": "32"}),  # issue 20: wrk, 32 connections
     ("bench_snapshot", FULL),
     ("bench_sse", FULL),
+    ("bench_processes", {**FULL, "BENCH_CLIENTS": "32"}),
 ]
 
 RUNNER = """

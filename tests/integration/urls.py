@@ -1,5 +1,7 @@
 """The service's routes plus endpoints that only tests and benchmarks use."""
 
+import os
+
 from django.http import JsonResponse
 from django.urls import path
 from rest_framework.response import Response
@@ -44,8 +46,14 @@ def bare(request):
     return JsonResponse({"status": "ok", "data": [1, 2, 3]})
 
 
+def process(request):
+    """Which server process answered (tests of several processes on one port)."""
+    return JsonResponse({"pid": os.getpid()})
+
+
 urlpatterns = [
     path("api/v1/test/bare", bare),
+    path("api/v1/test/process", process),
     path("api/v1/test/rows", CountedRows.as_view()),
     path("api/v1/test/rows-unmetered", UnmeteredRows.as_view()),
     *root_urlpatterns,
