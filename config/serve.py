@@ -1,14 +1,16 @@
-"""Serve the site with N daphne processes on one listening socket: one process runs Python
-on one core at a time, so a machine with N cores serves with N processes.
+"""Serve the site with N daphne processes on one port: one process runs Python on one core
+at a time, so a machine with N cores serves with N processes.
 
     python -m config.serve --host 0.0.0.0 --port 8000 --processes 4 [--backlog 1024]
 
-This process binds the socket (with a listen queue of `--backlog`: twisted's default of 50
-drops the connections of a burst) and starts the daphne processes, which all accept from it;
-the kernel hands each connection to one of them, and connections queued while one of them
-restarts wait for the others. They receive the socket by systemd's socket-activation
-protocol (fd 3, LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID), which daphne speaks through twisted's `systemd:`
-endpoint, so a deployment under systemd can equally pass its own socket to a single daphne.
+Each daphne process gets a listening socket of its own on the port (SO_REUSEPORT, with a
+listen queue of `--backlog`: twisted's default of 50 drops the connections of a burst), so
+the kernel spreads connections over the processes evenly. One socket shared by all was
+measured first: a process accepts up to a hundred connections per wake-up, so one of two
+took nearly all of a client's keep-alive connections and two processes served 1.06 x one.
+The socket is handed over by systemd's socket-activation protocol (fd 3, LISTEN_FDS,
+LISTEN_FDNAMES, LISTEN_PID), which daphne speaks through twisted's `systemd:` endpoint; this
+process keeps no copy, so the socket of a process that died leaves the port with it.
 
 A daphne process that exits is started again (after a second, so a crash loop does not
 spin); SIGTERM or SIGINT stops them all (SIGTERM to each, SIGKILL to any still running after
@@ -35,14 +37,21 @@ def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(backlog)
     sock.set_inheritable(True)
     return sock
 
 
-def start_daphne(sock: socket.socket, extra_args: list[str]) -> subprocess.Popen:
-    """One daphne process accepting from `sock`, handed over as systemd would hand it."""
+def start_daphne(host: str, port: int, backlog: int, extra_args: list[str]) -> subprocess.Popen:
+    """One daphne process with a listening socket of its own on the port, handed over as
+    systemd would hand it."""
+    with listening_socket(host, port, backlog) as sock:
+        return _daphne_on(sock, extra_args)
+
+
+def _daphne_on(sock: socket.socket, extra_args: list[str]) -> subprocess.Popen:
     family = "INET6" if sock.family == socket.AF_INET6 else "INET"
     fileno = sock.fileno()
 
@@ -58,7 +67,6 @@ def start_daphne(sock: socket.socket, extra_args: list[str]) -> subprocess.Popen
 
 
 def serve(host: str, port: int, processes: int, backlog: int, grace: float, extra_args: list[str]) -> int:
-    sock = listening_socket(host, port, backlog)
     stopping = False
 
     def stop(signum, frame):
@@ -67,7 +75,7 @@ def serve(host: str, port: int, processes: int, backlog: int, grace: float, extr
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    children = [start_daphne(sock, extra_args) for _ in range(processes)]
+    children = [start_daphne(host, port, backlog, extra_args) for _ in range(processes)]
     logger.info("Serving on %s:%s with %d daphne processes (pids %s)", host, port, processes,
                 ", ".join(str(child.pid) for child in children))
     try:
@@ -77,7 +85,7 @@ def serve(host: str, port: int, processes: int, backlog: int, grace: float, extr
                 if child.poll() is not None and not stopping:
                     logger.warning("daphne process %s exited with %s; starting another", child.pid, child.returncode)
                     time.sleep(1)
-                    children[n] = start_daphne(sock, extra_args)
+                    children[n] = start_daphne(host, port, backlog, extra_args)
     finally:
         for child in children:
             if child.poll() is None:
@@ -89,7 +97,6 @@ def serve(host: str, port: int, processes: int, backlog: int, grace: float, extr
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-        sock.close()
     return 0
 
 
