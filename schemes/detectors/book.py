@@ -315,7 +315,24 @@ class BookTracker:
                     runover = idx == 0 and canc > 0
                 level_set(book, keys, price, qty)
                 out.append(Change(side, price, old, qty, 0.0, ex, canc, dist, idx, runover, scrolled))
+            if self.batch_ms and keys:
+                self._batch_distances(side, out, keys)
         return out
+
+    def _batch_distances(self, side: str, out: list, keys: list) -> None:
+        """A netted message shows where the batch left the book, not the touch each add
+        met: the touch before the batch may be gone (price moved within it). A level that
+        grew is measured from the side's touch after the batch, or, when the level is new
+        and is itself that touch, from the best of the other levels (how far it improved
+        the touch), as a per-event feed measures a single add."""
+        tick = self.tick or 1.0
+        touch = keys[-1] if side == "bid" else keys[0]
+        second = (keys[-2] if side == "bid" else keys[1]) if len(keys) > 1 else None
+        for ch in out:
+            if ch.side != side or ch.added <= 0:
+                continue
+            ref = second if (ch.old == 0.0 and ch.price == touch and second is not None) else touch
+            ch.dist_ticks = ((ref - ch.price) if side == "bid" else (ch.price - ref)) / tick
 
     # -- state ---------------------------------------------------------------------------
     def clear_book(self) -> None:

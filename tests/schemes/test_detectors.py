@@ -634,3 +634,18 @@ def test_an_order_as_large_as_the_usual_touch_is_not_large_at_the_touch():
     eng.feed_many(evs)
     assert eng.large_threshold("ask", 0.0) >= 3 * 200.0 * 0.9
     assert eng.large_threshold("ask", 3.0) < 50.0
+
+
+def test_on_a_netted_feed_a_pull_whose_flip_swept_the_levels_in_front_is_flipping():
+    """A bid of 100 one tick behind the touch is pulled, and within the same 100 ms batch
+    one sell order takes the touch, the rest of the order's level and the three levels
+    behind it. The batch shows the order's level emptied with the touch gone, which is
+    what price running through a stale quote looks like; but one taker order printed both
+    in front of the price and past it without taking the 100, so it had been pulled first."""
+    eng, t = warm_engine(batch_ms=100)
+    swept = (10000, 9999, 9998, 9997, 9996)
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(9999), 110.0),))]
+    evs += [Trade(t + 4030, px(tk), 10.0, "sell") for tk in swept]
+    evs += [BookDelta(t + 4100, bids=tuple((px(tk), 0.0) for tk in swept))]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
