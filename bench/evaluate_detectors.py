@@ -121,6 +121,7 @@ def flow_table(rows) -> str:
             ("level updates/s", "level_updates_per_s"), ("within 10 bps/s", "near_level_updates_per_s"),
             ("levels/msg p50", "levels_per_message_p50"), ("levels/msg p90", "levels_per_message_p90"),
             ("msgs >= 10 levels", "messages_with_10_levels_share"), ("spread bps", "spread_bps_median"),
+            ("mid still 1 s", "mid_still_share"), ("mid 1 s move p90 bps", "mid_move_bps_p90"),
             ("touch qty p50", None), ("5th level qty p50", None), ("top-10 depth p50", "depth10_median"),
             ("top-10 p10 / p50", "depth10_p10_of_median"), ("top-10 p90 / p50", "depth10_p90_of_median")]
     lines = ["| stream | " + " | ".join(c for c, _ in cols) + " |", "|---" * (len(cols) + 1) + "|"]

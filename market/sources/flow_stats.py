@@ -30,7 +30,7 @@ def flow_profile(events) -> dict:
     trade_qty: list[float] = []
     per_message: list[int] = []
     taker_by_second: dict[int, float] = {}
-    samples = {"level": {i: [] for i in LEVEL_INDEXES}, "depth10": [], "spread_bps": []}
+    samples = {"level": {i: [] for i in LEVEL_INDEXES}, "depth10": [], "spread_bps": [], "mid": []}
     next_sample = None
     for ev in events:
         ts = ev.ts_ms
@@ -73,11 +73,14 @@ def flow_profile(events) -> dict:
                 samples["depth10"].append(sum(book[p] for p in top[:10]))
             mid = 0.5 * (top_b[0] + top_a[0])
             samples["spread_bps"].append((top_a[0] - top_b[0]) / mid * 1e4)
+            samples["mid"].append(mid)
     span_s = max(1e-3, ((last or 0) - (first or 0)) / 1000)
     depth10 = samples["depth10"]
     med10 = _quantile(depth10, 0.5)
     seconds = int(span_s) or 1
     taker = list(taker_by_second.values()) + [0.0] * max(0, seconds - len(taker_by_second))
+    mids = samples["mid"]
+    moves = [abs(b - a) / a * 1e4 for a, b in zip(mids, mids[1:])]
     return {
         "span_s": round(span_s, 1),
         "trades_per_s": round(trades / span_s, 2),
@@ -91,6 +94,9 @@ def flow_profile(events) -> dict:
         "trade_qty_median": _quantile(trade_qty, 0.5),
         "taker_qty_per_s_median": round(_quantile(taker, 0.5), 8),
         "spread_bps_median": round(_quantile(samples["spread_bps"], 0.5), 3),
+        # how the mid moves from one second to the next: real mids stand still, then jump
+        "mid_still_share": round(sum(1 for m in moves if m == 0) / len(moves), 3) if moves else 0.0,
+        "mid_move_bps_p90": round(_quantile(moves, 0.9), 3),
         "level_qty_median": {i: _quantile(v, 0.5) for i, v in samples["level"].items()},
         "depth10_median": med10,
         "depth10_p10_of_median": round(_quantile(depth10, 0.1) / med10, 3) if med10 else 0.0,

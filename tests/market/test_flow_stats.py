@@ -34,3 +34,23 @@ def test_real_binance_flow_is_netted_ladders_with_a_heavy_touch():
     assert 9 <= prof["depth_messages_per_s"] <= 11  # one message per 100 ms batch
     assert prof["levels_per_message_p90"] >= 50  # ladders re-quoted dozens of levels at once
     assert prof["level_qty_median"][0] > 10 * prof["level_qty_median"][4]  # the touch holds the queue
+
+
+@pytest.mark.skipif(not (ROOT / "data/realdata/binance-spot/btcusdt_20240808.gz").exists(), reason="recording")
+def test_the_simulator_netted_like_binance_matches_the_recorded_flow_within_a_factor_of_two():
+    """The calibration the detection evaluation stands on (docs/DETECTION_EVALUATION.md)."""
+    from market.sources.events import PairRef
+    from market.sources.netting import net_depth
+    from market.sources.simulator import SimulatorSource
+    from market.sources.venues import binance_recording_events
+
+    real = flow_profile(sorted(binance_recording_events(ROOT / "data/realdata/binance-spot/btcusdt_20240808.gz",
+                                                        "BTCUSDT"), key=lambda e: e.ts_ms))
+    start = 1_717_419_600_000  # the evaluation's held-out hour
+    simulated = SimulatorSource(101).events(PairRef("binance", "BTC", "USDT"), start, start + 10 * 60_000)
+    sim = flow_profile(net_depth(list(simulated), 100))
+    for key in ("trades_per_s", "level_updates_per_s", "near_level_updates_per_s", "levels_per_message_p90",
+                "depth_messages_per_s"):
+        assert 0.5 <= sim[key] / real[key] <= 2.0, (key, sim[key], real[key])
+    assert abs(sim["mid_still_share"] - real["mid_still_share"]) <= 0.15
+    assert sim["level_qty_median"][0] > 5 * sim["level_qty_median"][4]  # a heavy touch, thin levels behind

@@ -1,6 +1,6 @@
 """One simulated minute of a pair: the order book and the flow that moves it (limit orders,
-cancels, market orders, informed flow, market makers following the touch), with the
-minute's episodes played in."""
+cancels, market orders, a crowd of small takers, informed flow, market makers re-quoting
+ladders and following the touch), with the minute's episodes played in."""
 
 from __future__ import annotations
 
@@ -31,6 +31,25 @@ _ADD_BIAS = 1.5  # adds at level index n_levels * u ** _ADD_BIAS: more near the 
 _FOLLOW = 0.12  # chance per event that a market maker re-quotes a touch left behind
 _ADD_SIZE = 0.55  # median add, relative to the median level size at that distance
 _INF = float("inf")
+_PRICE_STEP_BPS = 0.6  # the quoted price follows the fair price in steps of this size
+
+# Real flow (docs/DETECTION_EVALUATION.md, "Flow: real against simulated"; measured on the
+# Binance BTCUSDT and ETHUSDT recordings) is made mostly of market makers re-quoting a
+# ladder: one depth message moves a dozen or more levels at once (p50 13-16 levels, p90 70),
+# half of the updates delete a level and two fifths open one (the ladder moved with the
+# price), the levels lie 0.3-30 bps from the touch (median 5-6 bps), and the book shows a
+# large touch with small levels behind it. And trades are many and small: 18-28 prints a
+# second, median notional about $35. Rates below are per second for a pair of liquidity 1
+# at activity 1; sizes are shares of the pair's depth within 1 %.
+_LADDERS = 6  # market makers re-quoting a ladder on each pair
+_RATE_LADDER = 14.0  # ladder re-quotes a second (all market makers)
+_LADDER_LEVELS = (1, 24)  # levels a side, drawn per market maker (log-uniform)
+_LADDER_BPS_MEDIAN = 4.5  # distances of the levels behind the touch: lognormal, bps
+_LADDER_BPS_SIGMA = 1.4
+_LADDER_TOUCH_SHARE = 0.0025  # a market maker's quote at the touch, share of the depth
+_LADDER_LEVEL_SHARE = 0.0006  # a level of the ladder behind the touch
+_RATE_CROWD = 18.0  # small taker orders a second, each one print at the touch
+_CROWD_USD = 30.0  # their median notional (lognormal, sigma 1.5)
 
 
 class _Order:
@@ -41,6 +60,18 @@ class _Order:
 
     def __init__(self, is_bid: bool, tick: int, ahead: int, lots: int) -> None:
         self.is_bid, self.tick, self.ahead, self.rem, self.orig, self.filled = is_bid, tick, ahead, lots, lots, 0
+
+
+class _Ladder:
+    """A market maker quoting a ladder on both sides: its own touch quote and levels at
+    fixed distances (bps) behind it. A re-quote moves the whole ladder to the fair price:
+    one depth message of many levels."""
+
+    __slots__ = ("bps", "touch_lots", "level_lots", "quotes")
+
+    def __init__(self, bps: list, touch_lots: float, level_lots: float) -> None:
+        self.bps, self.touch_lots, self.level_lots = bps, touch_lots, level_lots
+        self.quotes: list = []  # (is_bid, tick, lots) resting now
 
 
 class _Block:
@@ -54,6 +85,8 @@ class _Block:
         usd_base = self.fair[0] * tick * prof.usd_quote
         lots_per_usd = 1.0 / (usd_base * prof.lot)
         self.level_lots = prof.level_usd * lots_per_usd
+        self.bps_per_tick = 1e4 / self.fair[0]
+        self.step_ticks = max(1.0, _PRICE_STEP_BPS / self.bps_per_tick)
         self.trade_lots = prof.trade_usd * lots_per_usd
         self.c, self.half_spread, self.grid = prof.c, prof.half_spread, prof.grid
         self.dmax = _BOOK_SPAN * self.fair[0]
@@ -85,7 +118,7 @@ class _Block:
 
     def median_lots(self, d_ticks: float) -> float:
         """Median resting size at d ticks from the reference price."""
-        return max(1.0, self.level_lots * _level_shape(_grid_index(d_ticks, self.grid)))
+        return max(1.0, self.level_lots * _level_shape(_grid_index(d_ticks, self.grid), d_ticks * self.bps_per_tick))
 
     def typical_lots(self, is_bid: bool, d_ticks: float) -> float:
         """The typical level an observer of the book sees d ticks behind the touch: the
@@ -96,6 +129,10 @@ class _Block:
         if len(keys) < 5:
             return self.median_lots(self.half_spread + d_ticks)
         touch = keys[-1] if is_bid else keys[0]
+        if d_ticks < 1:
+            # the best level is a class of its own (market makers' quotes meet there), as it
+            # is for the detectors' typical level: an order at the touch is measured by it
+            return max(1.0, float(book[touch]))
         near = keys[-40:] if is_bid else keys[:40]
         near = sorted(near, key=lambda tk: abs(abs(tk - touch) - d_ticks))[:5]
         sizes = sorted(book[tk] for tk in near)
@@ -113,7 +150,12 @@ class _Block:
         fair = self.fair
         base = fair[s] + (fair[s + 1] - fair[s]) * f
         taper = min(1.0, (60_000.0 - t) / 10_000.0)
-        self.r = base * math.exp(self.impact * taper)
+        fair_now = base * math.exp(self.impact * taper)
+        # the quoted price moves in steps: real mids stand still in half of the seconds and
+        # then jump (1 s moves p90 1.5-1.8 bps on the recordings), where a fair price
+        # followed tick by tick would run over the levels at the touch all the time
+        if abs(fair_now - self.r) >= self.step_ticks:
+            self.r = fair_now
 
     # -- book primitives ---------------------------------------------------------------
     def set_level(self, is_bid: bool, tk: int, lots: int) -> None:
@@ -265,7 +307,7 @@ class _Block:
         k = len(self.grid) * rng.random() ** _ADD_BIAS
         d = _grid_distance(k, self.grid)
         tk = self.grid_tick(is_bid, d)
-        lots = int(self.level_lots * _level_shape(k) * _ADD_SIZE * rng.lognormvariate(0.0, 0.9)) + 1
+        lots = int(self.level_lots * _level_shape(k, d * self.bps_per_tick) * _ADD_SIZE * rng.lognormvariate(0.0, 0.9)) + 1
         keys = self.bid_ticks if is_bid else self.ask_ticks
         if len(keys) > self.max_levels and tk not in (self.bids if is_bid else self.asks):
             # a crowded side: join the nearest existing level instead of opening one
@@ -297,11 +339,12 @@ class _Block:
         if removable <= 0:
             return
         # one order of a typical size there, more when the side is deeper than it started
-        k = _grid_index(abs(tk - self.r), self.grid)
-        size = self.level_lots * _level_shape(k) * _ADD_SIZE * rng.lognormvariate(0.0, 0.9)
+        d = abs(tk - self.r)
+        shape = _level_shape(_grid_index(d, self.grid), d * self.bps_per_tick)
+        size = self.level_lots * shape * _ADD_SIZE * rng.lognormvariate(0.0, 0.9)
         excess = (self.depth_b if is_bid else self.depth_a) / self.depth0
         x = min(removable, int(size * excess * excess * excess) + 1)
-        if removable - x < 0.35 * self.level_lots * _level_shape(k):
+        if removable - x < 0.35 * self.level_lots * shape:
             x = removable  # the last orders there go together
         self.set_level(is_bid, tk, level - x)
         if prot:
@@ -316,6 +359,79 @@ class _Block:
         lots = max(1, int(self.trade_lots * size))
         self.market(buy, lots)
         self.impact += (_IMPACT_FLOW if buy else -_IMPACT_FLOW) * self.sig_s * math.sqrt(size)
+
+    def draw_ladders(self) -> list:
+        """The pair's ladder market makers for this minute (drawn from the block's rng)."""
+        rng = self.rng
+        depth_lots = self.depth_lots_1pct()
+        price = self.fair[0] * self._tick
+        ladders = []
+        for _ in range(_LADDERS):
+            lo, hi = _LADDER_LEVELS
+            n = int(lo * (hi / lo) ** rng.random())
+            bps = sorted(rng.lognormvariate(math.log(_LADDER_BPS_MEDIAN), _LADDER_BPS_SIGMA) for _ in range(n))
+            ladders.append(_Ladder([b * 1e-4 * price / self._tick for b in bps],
+                                   _LADDER_TOUCH_SHARE * depth_lots, _LADDER_LEVEL_SHARE * depth_lots))
+        return ladders
+
+    def depth_lots_1pct(self) -> float:
+        """The pair's nominal depth of a side within 1 % of the price, in lots."""
+        prof = self.prof
+        return prof.depth_usd / (self.fair[0] * self._tick * prof.usd_quote * self._lot)
+
+    def requote(self, ladder: _Ladder) -> None:
+        """Withdraw the ladder's resting quotes (what is left of them) and quote it again
+        around the fair price now."""
+        for is_bid, tk, lots in ladder.quotes:
+            book = self.bids if is_bid else self.asks
+            level = book.get(tk, 0)
+            prot = self.protected(is_bid, tk) if self.special else 0
+            x = min(lots, level - prot)
+            if x <= 0:
+                continue
+            self.set_level(is_bid, tk, level - x)
+            if prot:
+                for o in self.special.get((is_bid, tk), ()):
+                    o.ahead = min(o.ahead, level - x - prot)
+        rng = self.rng
+        r, hs = self.r, self.half_spread
+        quotes = []
+        for is_bid in (True, False):
+            touch = math.floor(r - hs) if is_bid else math.ceil(r + hs)
+            lots = int(ladder.touch_lots * rng.lognormvariate(0.0, 0.5)) + 1
+            quotes.append((is_bid, touch, lots))
+            for d in ladder.bps:
+                tk = touch - math.ceil(d) if is_bid else touch + math.ceil(d)
+                quotes.append((is_bid, tk, int(ladder.level_lots * rng.lognormvariate(0.0, 0.5)) + 1))
+        placed = []
+        for is_bid, tk, lots in quotes:
+            if is_bid:
+                if self.ask_ticks and tk >= self.ask_ticks[0]:
+                    continue  # the ladder does not cross the book
+                self.set_level(True, tk, self.bids.get(tk, 0) + lots)
+            else:
+                if self.bid_ticks and tk <= self.bid_ticks[-1]:
+                    continue
+                self.set_level(False, tk, self.asks.get(tk, 0) + lots)
+            placed.append((is_bid, tk, lots))
+        ladder.quotes = placed
+
+    def crowd_taker(self) -> None:
+        """A small taker order: one print at the touch."""
+        rng = self.rng
+        buy = rng.random() < min(0.9, max(0.1, 0.5 + 0.4 * self.imb))
+        usd = _CROWD_USD * rng.lognormvariate(0.0, 1.5)
+        lots = max(1, int(usd / (self.r * self._tick * self.prof.usd_quote * self._lot)))
+        is_bid = not buy
+        book, keys = (self.bids, self.bid_ticks) if is_bid else (self.asks, self.ask_ticks)
+        if len(keys) <= 3:
+            return
+        tk = keys[-1] if is_bid else keys[0]
+        level = book[tk]
+        take = min(lots, level)
+        self._consume(is_bid, tk, take)
+        self.set_level(is_bid, tk, level - take)
+        self.trade(tk, take, buy)
 
     def cross(self) -> None:
         """Orders the fair price has run over: mostly cancelled, some traded. Tracked
@@ -397,7 +513,7 @@ class _Block:
                     break
                 k = _grid_index(d, self.grid)
                 if rng.random() < (0.9 if k < c else 0.8):
-                    lots = int(self.level_lots * _level_shape(k) * rng.lognormvariate(0.0, 0.8)) + 1
+                    lots = int(self.level_lots * _level_shape(k, d * self.bps_per_tick) * rng.lognormvariate(0.0, 0.8)) + 1
                     self.set_level(is_bid, tk, lots)
                 s = _nice_floor(max(1.0, (d - half_spread) / c))
                 tk = ((tk - 1) // s) * s if is_bid else -((-(tk + 1)) // s) * s
@@ -424,10 +540,18 @@ class _Block:
         self.quote()
         self.housekeeping()
         self.flush()
+        ladders = self.draw_ladders()
+        for ladder in ladders:
+            self.requote(ladder)
+        self.flush()
         scale = self.prof.rate_scale * self.act / 1000.0
         ra, rc, rm = _RATE_ADD * scale, _RATE_CANCEL * scale, _RATE_MO * scale
-        rate = ra + rc + rm
+        rl, rw = _RATE_LADDER * scale, _RATE_CROWD * scale
         rac = ra + rc
+        racm = rac + rm
+        racml = racm + rl
+        rate = racml + rw
+        n_ladders = len(ladders)
         t = 0.0
         next_sec = 1000.0
         ai, n_actions = 0, len(actions)
@@ -464,8 +588,12 @@ class _Block:
                 self.add_random()
             elif u < rac:
                 self.cancel_random()
-            else:
+            elif u < racm:
                 self.market_random()
+            elif u < racml:
+                self.requote(ladders[int(rand() * n_ladders)])
+            else:
+                self.crowd_taker()
             self.flush()
         return self.out
 

@@ -213,7 +213,7 @@ class SimulatorSource:
         tick_scale = max(1.0, 0.3 * sigma / math.sqrt(86_400) * p0 / tick / 4)
         prof = _Profile(norm, key, p0, aq.usd, tick, _decimals(tick), lot, _decimals(lot), liquidity,
                         0.3 + 0.7 * min(1.0, liquidity), sigma, c, half_spread, n_levels, level_usd, trade_usd, tick_scale,
-                        grid)
+                        grid, depth_usd)
         self._profiles[pair] = prof
         self._profiles[norm] = prof
         return prof
