@@ -210,7 +210,7 @@ class FlippingDetector:
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
-                        and ch.added >= FLIP_MIN_MIRROR * rec.qty and ch.added >= eng.large_threshold(ch.side, ch.dist_ticks) \
+                        and ch.added >= FLIP_MIN_MIRROR * rec.qty \
                         and ch.added >= FLIP_MIN_MIRROR_TAKER_SECONDS * eng.base.med_taker:
                     if self._vacuumed(eng, w, ts):
                         w.done = True

@@ -16,9 +16,11 @@ def px(t):
     return round(t * TICK, 2)
 
 
-def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None):
-    """Levels of q; from the sixth level on, of far_q if given."""
+def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None, touch_q=None):
+    """Levels of q; from the sixth level on, of far_q if given; the best of touch_q if given."""
     def size(i):
+        if i == 0 and touch_q is not None:
+            return touch_q
         return q if far_q is None or i < 5 else far_q
 
     bids = tuple((px(bid_top - i), size(i)) for i in range(n))
@@ -26,14 +28,14 @@ def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None):
     return bids, asks
 
 
-def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0):
+def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0, touch_q=None):
     """An engine with baselines learnt on a calm book (levels of 10, a trade of trade_q a
     second: the typical taker second)."""
     eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0, batch_ms=batch_ms)
     evs = []
     for m in range(minutes):
         t = T0 + m * 60_000
-        bids, asks = book(far_q=far_q)
+        bids, asks = book(far_q=far_q, touch_q=touch_q)
         evs.append(BookSnapshot(t, bids, asks))
         for s in range(60):
             ts = t + s * 1000 + 500
@@ -649,3 +651,19 @@ def test_on_a_netted_feed_a_pull_whose_flip_swept_the_levels_in_front_is_flippin
     evs += [BookDelta(t + 4100, bids=tuple((px(tk), 0.0) for tk in swept))]
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
+
+
+def test_a_mirror_smaller_than_the_usual_best_level_still_flips_a_large_order():
+    """Where market makers' quotes make the best level heavy (100 against levels of 10
+    behind it), an ask of 120 one tick behind the touch is large, and the 100 that rests on
+    the bid side after its pull is its mirror: it matches the pulled order, though it is no
+    larger than the usual best level it joins."""
+    eng, t = warm_engine(touch_q=100.0)
+    bids, asks = book(touch_q=100.0)
+    evs = [BookSnapshot(t, bids, asks),
+           BookDelta(t + 1000, asks=((px(10003), 130.0),)),
+           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+           BookDelta(t + 3050, bids=((px(10001), 100.0),)),
+           later_update(t + 3200), later_update(t + 3600)]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.collapse["flip_mode"]) for e in out] == [("flipping", "ask", "mirror")]
