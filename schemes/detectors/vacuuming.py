@@ -5,6 +5,7 @@ driven by `DetectorEngine`."""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 VAC_ELEVATED = 1.2  # top-10 depth >= this x its 30-minute median counts as elevated
@@ -15,13 +16,17 @@ VAC_WINDOW_MS = 700  # the pull happens within this window (the peak and every c
 VAC_DROP_OF_EXCESS = 0.5  # depth falls by >= this share of the excess over baseline ...
 VAC_MIN_DROP = 0.6  # ... and by >= this share of the baseline (measured when the last cancel came)
 VAC_MOVE_MS = 5_000  # then the mid moves into the gap within this time ...
-VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many 1 s sigmas)
+VAC_MOVE_SIGMA = 0.5  # ... by >= max(1 tick, this many sigmas of the mid's move over VAC_MOVE_MS
+VAC_MOVE_HORIZON = math.sqrt(VAC_MOVE_MS / 1000)  # (1 s sigmas x this): a random walk wanders 0.5
+# one-second sigmas within 5 s four times in five, so that alone says nothing about a gap)
 VAC_MIN_CANCELLED = 0.6  # cancelled in the pull >= this share of the side's baseline top-10 depth
 VAC_MIN_CANCELS = 3  # in at least this many cancels
 VAC_CANCEL_SHARE = 0.5  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
+VAC_MAX_READDED = 0.5  # added to the side's ten best levels while the pull went on, share of the cancelled
 VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull) ...
 VAC_OTHER_SIDE_MS = 1_000  # ... within this time of the peak (later cancels there are the book's own flow)
+VAC_OTHER_FROM_MS = 500  # ... counted from this long before the peak
 VAC_COOLDOWN_MS = 5_000
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
@@ -122,7 +127,7 @@ class VacuumingDetector:
                     other.cancelled_total - p.other_cancelled_from > VAC_OTHER_SIDE * p.other_depth:
                 continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
-                need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * p.mid0)
+                need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * VAC_MOVE_HORIZON * p.mid0)
                 moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
                 if moved >= need - 1e-12:
                     if p.deferred and any(r.used for r in p.args["recs"]):
@@ -233,14 +238,28 @@ class VacuumingDetector:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
             if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
                 continue  # not enough of the side's usual depth pulled, or pulled by one or two orders
+            readded = sum(a[2] for a in st.adds if first_cancel <= a[0] <= last_cancel and a[2] > 0)
+            if readded > VAC_MAX_READDED * canc:
+                continue  # put back as it was cancelled: market makers moving a ladder, not depth withdrawn
             other = "ask" if side == "bid" else "bid"
             oh = self.sides[other].hist
             od = eng.tracker.top_depth(other, 10)
-            opeak = max((x[1] for x in oh if x[0] >= peak_ts - 500), default=od)
-            other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= peak_ts - 500)
+            opeak = max((x[1] for x in oh if x[0] >= peak_ts - VAC_OTHER_FROM_MS), default=od)
+            other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= peak_ts - VAC_OTHER_FROM_MS)
             if opeak > 0 and other_cancelled > VAC_OTHER_SIDE * opeak:
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
+            # what the pull took that had rested: at each price, a cancel takes the quantity
+            # added there in the last VAC_MIN_REST_MS first (a quote replaced is no depth that rested)
+            fresh: dict = {}
+            for t, px, change, _ in st.adds:
+                if change > 0 and first_cancel - VAC_MIN_REST_MS <= t <= last_cancel:
+                    fresh[px] = fresh.get(px, 0.0) + change
+            pulled_at: dict = {}
+            for t, c, e, px in st.flow:
+                if peak_ts <= t <= last_cancel and c > 0:
+                    pulled_at[px] = pulled_at.get(px, 0.0) + c
+            rested = sum(max(0.0, c - fresh.get(px, 0.0)) for px, c in pulled_at.items())
             # what built the depth: growth of the side's ten best levels from (just before)
             # the elevation to the peak; the large orders among it are the ones this pull claims
             build_from = st.elev_start - 1000
@@ -271,6 +290,7 @@ class VacuumingDetector:
                                 "levels_pulled": len(levels), "cancels": n_cancels,
                                 "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
                                 "biggest_cancel_qty": round(biggest, 12),
+                                "readded_qty": round(readded, 12), "rested_qty": round(rested, 12),
                                 "depth_before_build_qty": round(st.before_elevation or 0.0, 12),
                                 "baseline_depth_qty": round(base, 12),
                                 "depth_drop": round(drop / peak, 4) if peak else 0.0,

@@ -667,3 +667,13 @@ def test_a_mirror_smaller_than_the_usual_best_level_still_flips_a_large_order():
            later_update(t + 3200), later_update(t + 3600)]
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.collapse["flip_mode"]) for e in out] == [("flipping", "ask", "mirror")]
+
+
+def test_a_vacuuming_pull_reports_what_had_rested_and_nothing_put_back():
+    """The pulled bids were built seconds before and nothing replaced them while they
+    went: the event says so (a ladder moved by a market maker puts back what it cancels,
+    and a pull of quotes placed moments before is no depth that rested)."""
+    eng, t = warm_engine()
+    [event] = run(eng, vacuum_events(t))
+    assert event.collapse["readded_qty"] == 0.0
+    assert event.collapse["rested_qty"] == pytest.approx(event.collapse["cancelled_qty"])
