@@ -8,11 +8,6 @@ from .selectors import iso_utc
 from .serializers import UsageSerializer
 
 
-def streamed_pairs(account) -> int:
-    """Pairs the account subscribes to now."""
-    return account.stream_subscriptions.count()
-
-
 class UsageView(AccountAPIView):
     """GET /api/v1/me/usage (alias /v1/me/usage): this UTC month's usage. Never counted,
     and still answers when the quota is used up."""
@@ -23,10 +18,10 @@ class UsageView(AccountAPIView):
     @extend_schema(summary="Monthly usage of the key's account", tags=["account"],
                    responses=UsageSerializer)
     def get(self, request):
-        account = request.user.account
-        plan = account.plan
+        plan = request.user.account.plan
         # the month's counters, read once: the quota headers of this answer show the same
-        month = metering.read_month(metering.ticket_of(request))
+        month = metering.ticket_of(request)
+        streamed_pairs = metering.read_usage(month)
         return Response({
             "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
             "plan": plan.name,
@@ -34,7 +29,7 @@ class UsageView(AccountAPIView):
                          "remaining": max(plan.monthly_requests - month.requests_used, 0)},
             "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
                       "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
-            "streams": {"pairs": streamed_pairs(account)},
+            "streams": {"pairs": streamed_pairs},
         })
 
 

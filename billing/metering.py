@@ -17,6 +17,8 @@ from datetime import date, datetime
 from django.db import connection
 
 from config import clock
+from streaming.models import StreamSubscription
+
 from .models import UsageCounter
 from .selectors import month_bounds
 
@@ -40,6 +42,13 @@ ON CONFLICT (account_id, period, period_start) DO UPDATE
 RETURNING period, requests, bytes
 """
 _READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
+_READ_USAGE = f"""
+SELECT month.requests, month.bytes,
+       (SELECT count(*) FROM {StreamSubscription._meta.db_table} WHERE account_id = %s)
+  FROM (SELECT 1) AS one
+  LEFT JOIN {_TABLE} AS month
+    ON month.account_id = %s AND month.period = 'month' AND month.period_start = %s
+"""
 
 
 @dataclass
@@ -102,6 +111,16 @@ def read_month(ticket: Ticket) -> Ticket:
         row = cursor.fetchone()
     ticket.requests_used, ticket.bytes_used = row if row else (0, 0)
     return ticket
+
+
+def read_usage(ticket: Ticket) -> int:
+    """The month's counters onto the ticket and the pairs the account streams now, in one
+    statement (/me/usage)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_READ_USAGE, [ticket.account_id, ticket.account_id, ticket.month_start])
+        requests, bytes_, streamed_pairs = cursor.fetchone()
+    ticket.requests_used, ticket.bytes_used = requests or 0, bytes_ or 0
+    return streamed_pairs
 
 
 def count_request(ticket: Ticket) -> bool:

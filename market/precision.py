@@ -58,10 +58,12 @@ class Rounding:
         self._plan = plan
 
     def row(self, row: dict) -> dict:
-        for name, (how, digits) in self._plan.items():
-            value = row.get(name)
-            if value is None or value.__class__ is int:
+        plan = self._plan
+        for name, value in row.items():
+            rule = plan.get(name)
+            if rule is None or value is None or value.__class__ is int:
                 continue
+            how, digits = rule
             row[name] = round(value, digits) if how == "d" else (significant(value, digits) if value else 0.0)
         return row
 

@@ -62,6 +62,25 @@ def test_a_key_authenticates_and_revoking_it_gives_401_on_the_next_request(api_k
     assert response.json()["error"]["code"] == "unauthorized"
 
 
+def test_a_verified_key_is_reused_by_the_process_until_its_recheck_is_due(api_key, client_for, settings):
+    """Another process's revoke writes a tombstone to the shared cache; this process keeps
+    its own verified copy only until the recheck is due, then meets the tombstone."""
+    import time
+
+    from accounts import key_cache
+    from accounts.services import REVOKED, key_cache_name
+
+    settings.API_KEY_RECHECK_SECONDS = 1.0
+    client = client_for(api_key.plaintext)
+    assert client.get(USAGE).status_code == 200
+    key_cache.store().set(key_cache_name(api_key.api_key.lookup_id), REVOKED, timeout=60)
+    with mock.patch.object(type(key_cache.store()), "get", autospec=True) as shared_get:
+        assert client.get(USAGE).status_code == 200
+    assert shared_get.call_count == 0
+    time.sleep(1.05)
+    assert client.get(USAGE).status_code == 401
+
+
 def test_argon2_runs_only_on_a_cold_key(api_key, client_for):
     client = client_for(api_key.plaintext)
     with mock.patch("argon2.PasswordHasher.verify", autospec=True,

@@ -112,7 +112,9 @@ def test_a_revoked_key_stays_refused_when_its_cache_entry_is_gone(two_customers,
 @pytest.mark.postgres
 @pytest.mark.redis
 @pytest.mark.django_db(transaction=True)
-def test_a_key_revoked_by_another_process_is_refused_at_once_by_every_server_process(two_customers):
+def test_a_key_revoked_by_another_process_is_refused_within_a_second_by_every_server_process(two_customers):
+    """Full mode: each server process reuses the key it verified only until its recheck is
+    due (API_KEY_RECHECK_SECONDS), then meets the revoke's tombstone in Redis."""
     a, _ = two_customers
     doomed, other = a.keys[1], a.keys[0]
     env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
@@ -129,8 +131,7 @@ def test_a_key_revoked_by_another_process_is_refused_at_once_by_every_server_pro
                 capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, result.stderr
             for http in clients:
-                refused = http.get("/api/v1/me/usage", headers={"Authorization": f"Bearer {doomed.plaintext}"})
-                assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthorized"
+                assert _refused_within(http, doomed.plaintext, 1.0) <= 1.0
                 stream = http.get("/api/v1/streams/binance/BTC/USDT/events",
                                   headers={"Authorization": f"Bearer {doomed.plaintext}"})
                 assert stream.status_code == 401
