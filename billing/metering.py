@@ -11,16 +11,19 @@ If a write fails the request fails: nothing is served unmetered."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
 
 from config import clock
+from config.api.errors import QuotaExceeded
 from streaming.models import StreamSubscription
 
 from .models import UsageCounter
-from .selectors import month_bounds
+from .selectors import iso_utc, month_bounds
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,28 @@ ON CONFLICT (account_id, period, period_start) DO UPDATE
        bytes = {_TABLE}.bytes + excluded.bytes
 RETURNING period, requests, bytes
 """
+# Count a served answer, request and body at once, only while the month is under both
+# limits; the day row follows the month's (no month row back: nothing is written). One
+# statement on PostgreSQL; SQLite has no data-modifying WITH, so there the two upserts run
+# in one local transaction.
+_COUNT_SERVED_MONTH = f"""
+INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
+VALUES (%s, 'month', %s, 1, %s)
+ON CONFLICT (account_id, period, period_start) DO UPDATE
+   SET requests = {_TABLE}.requests + 1, bytes = {_TABLE}.bytes + excluded.bytes
+ WHERE {_TABLE}.requests < %s AND {_TABLE}.bytes < %s
+RETURNING requests, bytes
+"""
+_COUNT_SERVED_DAY = f"""
+INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
+{{source}}
+ON CONFLICT (account_id, period, period_start) DO UPDATE
+   SET requests = {_TABLE}.requests + 1, bytes = {_TABLE}.bytes + excluded.bytes
+"""
+_COUNT_SERVED = (f"WITH month AS ({_COUNT_SERVED_MONTH}), day AS ("
+                 + _COUNT_SERVED_DAY.format(source="SELECT %s, 'day', %s, 1, %s FROM month")
+                 + ") SELECT requests, bytes FROM month")
+_COUNT_SERVED_DAY_ALONE = _COUNT_SERVED_DAY.format(source="VALUES (%s, 'day', %s, 1, %s)")
 _READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
 _READ_USAGE = f"""
 SELECT month.requests, month.bytes,
@@ -62,6 +87,9 @@ class Ticket:
     day: date
     resets_at: datetime
     counted: bool = False
+    # counted by MeteringMiddleware when the answer is served (count_served), not before
+    # the view: set by the quota throttle for views that read only and never stream
+    count_when_served: bool = False
     requests_used: int | None = None
     bytes_used: int | None = None
     extra: dict = field(default_factory=dict)
@@ -126,18 +154,78 @@ def read_usage(ticket: Ticket) -> int:
 def count_request(ticket: Ticket) -> bool:
     """Count the request if the month is under both limits; False when it is not (429)."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
-        read_month(ticket)
-        return False
+        return _refused(ticket)
     with connection.cursor() as cursor:
         cursor.execute(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
                                         ticket.requests_limit, ticket.bytes_limit])
         row = cursor.fetchone()
     if row is None:
-        read_month(ticket)
-        return False
+        return _refused(ticket)
     ticket.counted = True
     ticket.requests_used, ticket.bytes_used = row
     return True
+
+
+def count_served(ticket: Ticket, size: int) -> bool:
+    """Count an answer of `size` bytes about to be served, request and bytes to the month
+    and the day at once, if the month is under both limits; False when it is not (the
+    answer is replaced by a 429). Exact under concurrency: the month row's lock decides."""
+    if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
+        return _refused(ticket)
+    month = [ticket.account_id, ticket.month_start, size, ticket.requests_limit, ticket.bytes_limit]
+    day = [ticket.account_id, ticket.day, size]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_COUNT_SERVED, month + day)
+            row = cursor.fetchone()
+    else:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_COUNT_SERVED_MONTH, month)
+            row = cursor.fetchone()
+            if row is not None:
+                cursor.execute(_COUNT_SERVED_DAY_ALONE, day)
+    if row is None:
+        return _refused(ticket)
+    ticket.counted = True
+    ticket.requests_used, ticket.bytes_used = row
+    return True
+
+
+# Accounts this process found over quota lately, with the month's counts then: their next
+# answers counted when served are refused before the view runs while those counts still
+# meet the plan's limits, for as long as the process reuses an account it read (usage only
+# grows within a month; a raised quota applies as soon as the process sees the plan).
+_refused_lately: dict[tuple[int, date], tuple[float, int, int]] = {}
+_REFUSED_LATELY_MEMORY = 100_000
+
+
+def _refused(ticket: Ticket) -> bool:
+    read_month(ticket)
+    if len(_refused_lately) >= _REFUSED_LATELY_MEMORY:
+        _refused_lately.clear()
+    _refused_lately[(ticket.account_id, ticket.month_start)] = (
+        time.monotonic(), ticket.requests_used, ticket.bytes_used)
+    return False
+
+
+def refused_lately(ticket: Ticket) -> bool:
+    """The month was over the ticket's limits when this process last counted for the
+    account, less than ACCOUNT_CACHE_SECONDS ago."""
+    seen = _refused_lately.get((ticket.account_id, ticket.month_start))
+    if seen is None or time.monotonic() - seen[0] >= settings.ACCOUNT_CACHE_SECONDS:
+        return False
+    return seen[1] >= ticket.requests_limit or seen[2] >= ticket.bytes_limit
+
+
+def quota_refusal(ticket: Ticket) -> QuotaExceeded:
+    """429 in the API's words: which quota is used up and when it resets (Retry-After)."""
+    resets_at = iso_utc(ticket.resets_at)
+    used = "requests" if (ticket.requests_used or 0) >= ticket.requests_limit else "bytes"
+    wait = max((ticket.resets_at - clock.utcnow()).total_seconds(), 1.0)
+    return QuotaExceeded(
+        f"The monthly {used} quota of the account's plan is used up; it resets at {resets_at}.",
+        details={"resets_at": resets_at, "exhausted": used},
+        headers={"Retry-After": str(int(wait))})
 
 
 def add_bytes(ticket: Ticket, size: int) -> None:

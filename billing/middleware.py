@@ -1,6 +1,7 @@
 import logging
 
 from config.api.errors import InternalError, TemporarilyUnavailable, dependency_unavailable
+from config.api.media import CONTENT_TYPES, TOON
 from config.api.middleware import error_response
 
 from . import metering
@@ -9,8 +10,9 @@ logger = logging.getLogger(__name__)
 
 
 class MeteringMiddleware:
-    """Adds the served body to the usage of a counted request and writes the X-Quota-*
-    headers on every response to an authenticated account. A streamed body carries the
+    """Adds the served body to the usage of a counted request (or, for a view counted when
+    served, counts request and body at once, answering 429 instead when the month is used
+    up) and writes the X-Quota-* headers on every response to an authenticated account. A streamed body carries the
     counts before it in its headers and is added when it finishes."""
 
     def __init__(self, get_response):
@@ -22,7 +24,16 @@ class MeteringMiddleware:
         if ticket is None:
             return response
         try:
-            if not ticket.counted:
+            if ticket.count_when_served:
+                if response.status_code >= 500:
+                    # our failure (the database's, often) is not billed, and not waited
+                    # on a second time for quota headers
+                    return response
+                if response.streaming:
+                    raise RuntimeError("a view counted when served streamed its answer")
+                if not metering.count_served(ticket, len(response.content)):
+                    response = self._quota_refusal(request, ticket, response)
+            elif not ticket.counted:
                 if ticket.requests_used is None:  # else the view read it (/me/usage)
                     if response.status_code >= 500:
                         # a failure (the database's, often): no quota headers rather than a
@@ -64,6 +75,13 @@ class MeteringMiddleware:
                 yield chunk
         finally:
             await sync_to_async(metering.add_bytes)(ticket, size)
+
+    @staticmethod
+    def _quota_refusal(request, ticket, served):
+        """The 429 that replaces an answer the month could no longer pay for, in the
+        answer's own format."""
+        toon = served.get("Content-Type", "").startswith(CONTENT_TYPES[TOON].split(";")[0])
+        return error_response(request, metering.quota_refusal(ticket), fmt=TOON if toon else None)
 
     @staticmethod
     def _unmetered_refusal(request, unavailable=None):

@@ -80,6 +80,7 @@ def _series_response(name: str, row_fields: dict):
 class SeriesView(AccountAPIView):
     metric: str = ""
     inputs = {"POST": SeriesRequest}
+    counted_when_served = True  # reads only; the range cap bounds the body
 
     def post(self, request):
         given = self.read_input(request)
@@ -173,6 +174,7 @@ class RankTopQuery(params.RequestSerializer):
 class RankTopView(AccountAPIView):
     permission_classes = [HasStreamingAccess]
     inputs = {"GET": RankTopQuery}
+    counted_when_served = True
 
     @extend_schema(
         summary="Tokens by market-cap rank with a tradable pair on an exchange", tags=["streams"],

@@ -22,7 +22,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _clean_cache():
+    from billing import metering
+
     cache.clear()
+    metering._refused_lately.clear()  # account ids come back after a test's rollback
     yield
     cache.clear()
 

@@ -20,11 +20,12 @@ def is_api_path(path: str) -> bool:
     return path.startswith(API_PREFIXES)
 
 
-def error_response(request, error) -> HttpResponse:
-    """The envelope for an error raised outside DRF, in the format the request asked for
-    (JSON when it asked for nothing we serve)."""
-    choice = choose_format(request.META.get("HTTP_ACCEPT"), None, request.GET.get("format"))
-    fmt = choice.format if choice.acceptable and choice.error is None else JSON
+def error_response(request, error, fmt: str | None = None) -> HttpResponse:
+    """The envelope for an error raised outside DRF, in `fmt` or else the format the
+    request asked for (JSON when it asked for nothing we serve)."""
+    if fmt is None:
+        choice = choose_format(request.META.get("HTTP_ACCEPT"), None, request.GET.get("format"))
+        fmt = choice.format if choice.acceptable and choice.error is None else JSON
     body = envelope(code=error.code, message=error.message, details=error.details,
                     request_id=getattr(request, "request_id", ""))
     response = HttpResponse(RENDER[fmt](body), status=error.status_code,

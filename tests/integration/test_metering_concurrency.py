@@ -1,4 +1,6 @@
-"""Counting stays exact with several server processes and many concurrent clients."""
+"""Counting stays exact with several server processes and many concurrent clients, with
+both ways of counting mixed: before the view (then the body after it) and when served
+(request and body in one statement)."""
 
 import random
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +18,7 @@ from .servers import daphne_processes, database_url_for
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 PROCESSES, CLIENTS_PER_PROCESS, REQUESTS_PER_CLIENT = 2, 50, 20
+ROWS_COUNTED_BEFORE, ROWS_COUNTED_WHEN_SERVED = "/api/v1/test/rows", "/api/v1/test/rows-when-served"
 
 
 def test_two_processes_fifty_clients_each_count_exactly(make_account):
@@ -30,7 +33,8 @@ def test_two_processes_fifty_clients_each_count_exactly(make_account):
             with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
                 for _ in range(REQUESTS_PER_CLIENT):
                     accept = rng.choice(["application/json", "application/toon"])
-                    response = http.get(f"/api/v1/test/rows?rows={rng.randint(0, 40)}", headers={"Accept": accept})
+                    route = rng.choice([ROWS_COUNTED_BEFORE, ROWS_COUNTED_WHEN_SERVED])
+                    response = http.get(f"{route}?rows={rng.randint(0, 40)}", headers={"Accept": accept})
                     statuses.append(response.status_code)
                     served += len(response.content)
             return REQUESTS_PER_CLIENT, served, statuses
@@ -58,7 +62,8 @@ def test_concurrent_requests_at_the_limit_never_overshoot(make_account, plans):
     env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
     with daphne_processes(2, env=env) as urls:
         def hit(n):
-            return httpx.get(f"{urls[n % 2]}/api/v1/test/rows?rows=1",
+            route = (ROWS_COUNTED_BEFORE, ROWS_COUNTED_WHEN_SERVED)[n // 2 % 2]
+            return httpx.get(f"{urls[n % 2]}{route}?rows=1",
                              headers={"Authorization": f"Bearer {key}"}, timeout=60).status_code
 
         with ThreadPoolExecutor(40) as pool:

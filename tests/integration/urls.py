@@ -32,6 +32,12 @@ class CountedRows(AccountAPIView):
         return Response(_rows(request))
 
 
+class CountedRowsWhenServed(CountedRows):
+    """The same, counted with its body in one statement as the answer leaves."""
+
+    counted_when_served = True
+
+
 class UnmeteredRows(APIView):
     """The same work with authentication and the plan check but no metering at all."""
 
@@ -55,6 +61,7 @@ urlpatterns = [
     path("api/v1/test/bare", bare),
     path("api/v1/test/process", process),
     path("api/v1/test/rows", CountedRows.as_view()),
+    path("api/v1/test/rows-when-served", CountedRowsWhenServed.as_view()),
     path("api/v1/test/rows-unmetered", UnmeteredRows.as_view()),
     *root_urlpatterns,
 ]
