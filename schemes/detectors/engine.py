@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
 
-from .book import BookTracker, LargeAdd
+from .book import BookTracker, LargeAdd, cancel_attributed
 from .flipping import FlippingDetector
 from .layering import LayeringDetector
 from .vacuuming import VacuumingDetector
@@ -30,7 +30,6 @@ from .vacuuming import VacuumingDetector
 #                         LARGE_DEPTH_SHARE x median top-20 depth of the side)
 LARGE_LEVEL_MULT = 3.0
 LARGE_DEPTH_SHARE = 0.06
-BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of a large order's remainder is its own
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
 RECORD_TTL_MS = 45_000
 MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull
@@ -164,7 +163,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 3
+    STATE_VERSION = 4
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -298,10 +297,7 @@ class DetectorEngine:
                     r.executed += take
                     ex -= take
                 if canc > 0 and not background_runover and not ch.scrolled:
-                    # one large cancel is attributed to the large order; small ones (typical
-                    # background cancels) only in proportion to its share of the level
-                    rem = r.remaining
-                    take = min(canc, rem) if canc >= BIG_CANCEL_SHARE * rem else canc * rem / ch.old
+                    take = cancel_attributed(canc, r.remaining, ch.old)
                     if take > 0:
                         r.cancelled += take
                         if take > r.largest_cancel:

@@ -11,6 +11,8 @@ appeared, so a mirror flip is emitted that much after the add."""
 
 from __future__ import annotations
 
+from .book import cancel_attributed
+
 # thresholds (calibrated on simulator seeds 1-50; see docs/DETECTION_METHOD.md)
 FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
 FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth as it stood (DETECTION.md's 15 %) ...
@@ -46,6 +48,7 @@ MIRROR_MAX_DIST_SCALED = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
+FLIP_VETO_BEFORE_MS = 700  # counted from this long before the pull
 FLIP_MAX_PULL_DIST_SCALED = 60.0  # the spoof may push price away from itself, but not this far
 
 
@@ -104,7 +107,7 @@ class FlippingDetector:
         if together >= 2:
             return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
-        watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - 700)
+        watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - FLIP_VETO_BEFORE_MS)
         self.watches.append(watch)
         out = []
         if eng.tracker.batch_ms:
@@ -195,7 +198,8 @@ class FlippingDetector:
                 for w in self.watches:
                     m = w.mirror
                     if m is not None and not w.done and ch.side == m.side and ch.price == m.price:
-                        m.cancelled += ch.cancelled
+                        # the mirror joined a queue: the level's small cancels are mostly others'
+                        m.cancelled += cancel_attributed(ch.cancelled, m.qty - m.cancelled, ch.old)
                         if m.cancelled > MIRROR_MAX_CANCELLED * m.qty:
                             w.done = True  # withdrawn before it rested
             if ch.added <= 0:
@@ -224,7 +228,8 @@ class FlippingDetector:
         """At the flip: other levels of the side were pulled with the order (the side was
         vacuumed, the pull is the vacuum's)."""
         rec = w.rec
-        # cancels on the side's other levels in the 700 ms up to the pull (counted then) and after it
+        # cancels on the side's other levels from FLIP_VETO_BEFORE_MS before the pull (counted
+        # then) and after it
         others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1)
         return eng.vacuuming.claims(rec.side, ts) or (
             others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled

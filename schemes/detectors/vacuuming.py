@@ -27,6 +27,10 @@ VAC_MAX_READDED = 0.5  # added to the side's ten best levels while the pull went
 VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull) ...
 VAC_OTHER_SIDE_MS = 1_000  # ... within this time of the peak (later cancels there are the book's own flow)
 VAC_OTHER_FROM_MS = 500  # ... counted from this long before the peak
+VAC_CHURN_MS = 30 * 60_000  # beyond what it usually cancels in that time (its mean rate over this span) ...
+VAC_CHURN_COUNTED = 0.5  # ... counted at this share: the full mean let two-sided pulls through
+VAC_CHURN_MIN_MS = 60_000  # (until the rate spans this long, every cancel there counts)
+VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what it cancelled
 VAC_COOLDOWN_MS = 5_000
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
@@ -36,13 +40,14 @@ VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this shar
 
 class _Side:
     __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
-                 "before_elevation", "cancelled_total", "adds")
+                 "before_elevation", "cancelled_total", "adds", "churn")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
         self.slow = deque()  # (ts, top-10 depth) every ~250 ms over the last VAC_BEFORE_MS
         self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
         self.cancelled_total = 0.0  # all cancels in the top 10 levels so far
+        self.churn = deque()  # (ts, cancelled_total) about once a second over VAC_CHURN_MS
         self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
         self.adds = deque()  # (ts, price, quantity change, distance in ticks) of the top 10 levels
         self.elev_start = None
@@ -50,14 +55,30 @@ class _Side:
         self.cooldown = 0
         self.last_event_ts = -10**18
 
+    def note_churn(self, ts: int) -> None:
+        churn = self.churn
+        if not churn or ts - churn[-1][0] >= 1000:
+            churn.append((ts, self.cancelled_total))
+            while ts - churn[0][0] > VAC_CHURN_MS:
+                churn.popleft()
+
+    def usual_cancels(self, span_ms: float) -> float:
+        """What the side's ten best levels usually lose to cancels in span_ms (VAC_CHURN_COUNTED
+        of its mean rate over the last VAC_CHURN_MS): market makers re-quoting cancel all the time."""
+        churn = self.churn
+        if not churn or churn[-1][0] - churn[0][0] < VAC_CHURN_MIN_MS:
+            return 0.0
+        return (churn[-1][1] - churn[0][1]) / (churn[-1][0] - churn[0][0]) * span_ms * VAC_CHURN_COUNTED
+
 
 class _Pending:
     """A pull that met every test but the last: price has to move into the gap."""
 
     __slots__ = ("side", "deadline", "mid0", "args", "other_cancelled_from", "other_depth", "watch_other_until",
-                 "deferred")
+                 "deferred", "other_from_ts")
 
-    def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth, watch_other_until, deferred):
+    def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth, watch_other_until, deferred,
+                 other_from_ts):
         self.side, self.deadline, self.mid0, self.args = side, deadline, mid0, args
         self.watch_other_until = watch_other_until
         # layering's shape: its large orders stay free for layering until the move confirms us
@@ -65,6 +86,7 @@ class _Pending:
         # the other side's cancel total before the pull, and its depth: if it is pulled
         # too while we wait for the move, it was a two-sided withdrawal
         self.other_cancelled_from, self.other_depth = other_cancelled_from, other_depth
+        self.other_from_ts = other_from_ts  # when other_cancelled_from was the other side's total
 
 
 def _build_fields(changes: list, eng, side: str, touch: float) -> dict:
@@ -123,8 +145,8 @@ class VacuumingDetector:
         tick = eng.tracker.tick or 0.0
         for p in self.pending:
             other = self.sides["ask" if p.side == "bid" else "bid"]
-            if ts <= p.watch_other_until and \
-                    other.cancelled_total - p.other_cancelled_from > VAC_OTHER_SIDE * p.other_depth:
+            if ts <= p.watch_other_until and other.cancelled_total - p.other_cancelled_from \
+                    - other.usual_cancels(ts - p.other_from_ts) > VAC_OTHER_SIDE * p.other_depth:
                 continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
                 need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * VAC_MOVE_HORIZON * p.mid0)
@@ -167,6 +189,7 @@ class VacuumingDetector:
             if side not in touched:
                 continue
             st = self.sides[side]
+            st.note_churn(ts)
             d = eng.tracker.top_depth(side, 10)
             base = eng.base.med_depth10[side]
             hist = st.hist
@@ -245,8 +268,9 @@ class VacuumingDetector:
             oh = self.sides[other].hist
             od = eng.tracker.top_depth(other, 10)
             opeak = max((x[1] for x in oh if x[0] >= peak_ts - VAC_OTHER_FROM_MS), default=od)
-            other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= peak_ts - VAC_OTHER_FROM_MS)
-            if opeak > 0 and other_cancelled > VAC_OTHER_SIDE * opeak:
+            other_from = peak_ts - VAC_OTHER_FROM_MS
+            other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= other_from)
+            if opeak > 0 and other_cancelled - self.sides[other].usual_cancels(ts - other_from) > VAC_OTHER_SIDE * opeak:
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
             # what the pull took that had rested: at each price, a cancel takes the quantity
@@ -260,6 +284,8 @@ class VacuumingDetector:
                 if peak_ts <= t <= last_cancel and c > 0:
                     pulled_at[px] = pulled_at.get(px, 0.0) + c
             rested = sum(max(0.0, c - fresh.get(px, 0.0)) for px, c in pulled_at.items())
+            if rested < VAC_MIN_RESTED * canc:
+                continue  # quotes placed a moment ago and withdrawn: a ladder re-quoted, not depth that rested
             # what built the depth: growth of the side's ten best levels from (just before)
             # the elevation to the peak; the large orders among it are the ones this pull claims
             build_from = st.elev_start - 1000
@@ -299,7 +325,7 @@ class VacuumingDetector:
                 features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
                           "removed": drop / peak if peak else 0.0}),
                 other_state.cancelled_total - other_cancelled, opeak, peak_ts + VAC_OTHER_SIDE_MS,
-                layer_shaped))
+                layer_shaped, other_from))
         if self.pending:
             out.extend(self._confirm(eng, ts))
         return out

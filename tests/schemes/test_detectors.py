@@ -5,7 +5,8 @@ import pickle
 import pytest
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
-from schemes.detectors import DetectorEngine, SchemeEvent
+from schemes.detectors import DetectorEngine, SchemeEvent, vacuuming
+from schemes.detectors.book import cancel_attributed
 
 PAIR = PairRef("test", "AAA", "USD")
 TICK = 0.01
@@ -28,9 +29,18 @@ def book(bid_top=10000, ask_top=10002, n=30, q=10.0, far_q=None, touch_q=None):
     return bids, asks
 
 
-def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0, touch_q=None):
+def ask_churn_events(start, end, qty):
+    """The fifth ask level loses qty to a cancel every 250 ms and gets it back 100 ms later:
+    a market maker re-quoting."""
+    evs = []
+    for ts in range(start + 50, end, 250):
+        evs += [BookDelta(ts, asks=((px(10006), 10.0 - qty),)), BookDelta(ts + 100, asks=((px(10006), 10.0),))]
+    return evs
+
+
+def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0, touch_q=None, ask_churn=0.0):
     """An engine with baselines learnt on a calm book (levels of 10, a trade of trade_q a
-    second: the typical taker second)."""
+    second: the typical taker second; ask_churn: see ask_churn_events)."""
     eng = DetectorEngine(PAIR, tick_size=TICK, distance_scale=1.0, batch_ms=batch_ms)
     evs = []
     for m in range(minutes):
@@ -42,6 +52,9 @@ def warm_engine(minutes=3, far_q=None, trade_q=1.0, batch_ms=0, touch_q=None):
             evs.append(Trade(ts, px(10002), trade_q, "buy"))
             evs.append(BookDelta(ts, (), ((px(10002), 10.0 - trade_q),)))
             evs.append(BookDelta(ts + 100, (), ((px(10002), 10.0),)))
+        if ask_churn:
+            evs += ask_churn_events(t, t + 60_000, ask_churn)
+    evs.sort(key=lambda e: e.ts_ms)
     out = eng.feed_many(evs)
     assert out == []
     return eng, T0 + minutes * 60_000
@@ -441,6 +454,50 @@ def test_two_sided_pull_is_not_flagged():
     assert run(eng, vacuum_events(t, two_sided=True)) == []
 
 
+def test_the_other_sides_usual_cancels_do_not_make_a_pull_two_sided(monkeypatch):
+    """The asks lose 24 a second to cancels all the time (a market maker re-quoting); losing
+    it while the bids are pulled does not make the pull two-sided. Counted in full, those
+    same cancels would."""
+    def found(counted):
+        monkeypatch.setattr(vacuuming, "VAC_CHURN_COUNTED", counted)
+        eng, t = warm_engine(ask_churn=6.0)
+        evs = sorted(vacuum_events(t) + ask_churn_events(t, t + 8000, 6.0), key=lambda e: e.ts_ms)
+        return [(e.scheme, e.side) for e in run(eng, evs)]
+
+    assert found(vacuuming.VAC_CHURN_COUNTED) == [("vacuuming", "bid")]
+    assert found(0.0) == []
+
+
+def test_a_pull_of_quotes_placed_a_moment_ago_is_not_vacuuming():
+    """The raised bids are moved a level down 1 s before they go: what the pull takes was
+    placed a moment before, a ladder re-quoted rather than depth that rested (real
+    re-quotes: 0-11 % of a pull had rested; see docs/DETECTION_METHOD.md)."""
+    eng, t = warm_engine()
+    evs = [e for e in vacuum_events(t) if e.ts_ms < t + 6000]
+    moved = [10000, 9999, 9998, 9997]
+    evs.append(BookDelta(t + 5000, bids=tuple((px(tk), 10.0) for tk in moved)
+                         + tuple((px(tk - 4), 60.0) for tk in moved)))
+    for i, tk in enumerate(moved):
+        evs.append(BookDelta(t + 6000 + 100 * i, bids=((px(tk - 4), 10.0),)))
+    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    assert [e for e in run(eng, evs) if e.scheme == "vacuuming"] == []
+
+
+def test_the_queues_own_cancels_do_not_withdraw_a_mirror_that_joined_it():
+    """The mirror (80) joins a best bid of 100; the queue ahead of it cancels 48 in slices of
+    8 while it rests. Those are the queue's cancels, not the mirror's: it rested."""
+    eng, t = warm_engine(touch_q=100.0)
+    bids, asks = book(touch_q=100.0)
+    evs = [BookSnapshot(t, bids, asks),
+           BookDelta(t + 1000, asks=((px(10003), 130.0),)),
+           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+           BookDelta(t + 3050, bids=((px(10000), 180.0),))]
+    evs += [BookDelta(t + 3100 + 50 * k, bids=((px(10000), 180.0 - 8.0 * (k + 1)),)) for k in range(6)]
+    evs += [later_update(t + 3600)]
+    out = run(eng, evs)
+    assert [(e.scheme, e.side, e.collapse["flip_mode"]) for e in out] == [("flipping", "ask", "mirror")]
+
+
 def test_wall_filled_by_trades_is_not_flagged():
     eng, t = warm_engine()
     evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),))]
@@ -677,3 +734,10 @@ def test_a_vacuuming_pull_reports_what_had_rested_and_nothing_put_back():
     [event] = run(eng, vacuum_events(t))
     assert event.collapse["readded_qty"] == 0.0
     assert event.collapse["rested_qty"] == pytest.approx(event.collapse["cancelled_qty"])
+
+
+def test_a_large_cancel_is_the_orders_own_and_small_ones_its_share_of_the_level():
+    assert cancel_attributed(30.0, 80.0, 180.0) == 30.0  # >= 30 % of what is left of it
+    assert cancel_attributed(8.0, 80.0, 160.0) == pytest.approx(4.0)  # a small one: its half of the level
+    assert cancel_attributed(100.0, 80.0, 180.0) == 80.0  # never more than it has left
+    assert cancel_attributed(8.0, 0.0, 160.0) == 0.0
