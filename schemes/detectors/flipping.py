@@ -28,7 +28,7 @@ FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 FLIP_MIN_ONE_CANCEL = 0.65
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip: the large taker orders sum to >= this share of the pulled order ...
-FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds (DETECTION.md's 3, raised: busy books
+FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds, a mirror too (DETECTION.md's 3, raised: busy books
 # print 3-5 taker seconds within 800 ms of an unrelated pull)
 FLIP_MIN_ORDER_TAKER_SECONDS = 1.0  # a taker order counts toward the flip from this size (the crowd's are smaller)
 FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
@@ -36,7 +36,6 @@ FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECT
 # the mirror must match the pulled order more closely (above) and the pulled order must
 # weigh more: this share of its side's 30-minute median top-20 depth
 FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
-FLIP_MIN_MIRROR_TAKER_SECONDS = 12.0  # and the mirror itself >= this many typical taker seconds
 # "rests on the other side": the mirror is judged after this long, and it has not rested when
 # this share of it was cancelled by then (a quote flickering through, not a flipped order)
 MIRROR_REST_MS = 500
@@ -215,7 +214,7 @@ class FlippingDetector:
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
                         and ch.added >= FLIP_MIN_MIRROR * rec.qty \
-                        and ch.added >= FLIP_MIN_MIRROR_TAKER_SECONDS * eng.base.med_taker:
+                        and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker:
                     if self._vacuumed(eng, w, ts):
                         w.done = True
                         continue

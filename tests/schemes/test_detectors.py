@@ -338,11 +338,11 @@ def test_a_flip_of_a_few_taker_seconds_is_the_book_s_own_flow():
 
 
 def test_a_mirror_of_a_few_taker_seconds_is_not_flipping():
-    """A mirror of 46 matches 66 % of the pulled 70 but is under 12 typical taker seconds
-    (4 a second here): a quote of the usual flow's size, not a flipped order. One of 60
-    (15 taker seconds) is a flip."""
+    """A mirror of 46 matches 66 % of the pulled 70 but is under 5 typical taker seconds
+    (10 a second here): a quote of the usual flow's size, not a flipped order. One of 60
+    (6 taker seconds) is a flip, as an aggressive flip of that many taker seconds would be."""
     def mirror_after_pull(mirror):
-        eng, t = warm_engine(trade_q=4.0)
+        eng, t = warm_engine(trade_q=10.0)
         return run(eng, [snapshot(t), BookDelta(t + 1000, asks=((px(10003), 80.0),)),
                          BookDelta(t + 3000, asks=((px(10003), 10.0),)),
                          BookDelta(t + 3050, bids=((px(10001), mirror),)), later_update(t + 3600)])
