@@ -78,6 +78,25 @@ class PairIngestor:
         self.builder_cursor: int | None = None
         self.checkpoint_ms: int | None = None
         self.detection = None
+        self.placed_cursor: int | None = None  # a new pair's first cursor, placed here: its cold warm-up's findings count
+
+    def _warm_up_before_the_lock(self) -> list[dict] | None:
+        """A warm-up replays up to half an hour of events. Inside the step's transaction it
+        would hold the write lock that long (SQLite has one writer: a request writing
+        meanwhile fails after its busy timeout), so it runs first, to the committed cursor;
+        the step warms up again only if the cursor moved meanwhile."""
+        cursor = IngestionState.objects.filter(pair=self.pair).values_list("cursor_ms", flat=True).first()
+        if cursor is None and not self.live:  # a new pair: its first cursor is placed first, on its own
+            with transaction.atomic():
+                state = IngestionState.objects.select_for_update().get(pair=self.pair)
+                if state.cursor_ms is None:
+                    backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
+                    state.save()
+                    self.placed_cursor = state.cursor_ms
+                cursor = state.cursor_ms
+        if cursor is None or self.builder_cursor == cursor:
+            return None
+        return self._warm_up(cursor, cursor == self.placed_cursor)
 
     def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
         """Bring the builder and the detectors to the cursor. Returns what the detectors
@@ -151,6 +170,7 @@ class PairIngestor:
         """Ingest from the committed cursor up to until_ms (at most one window)."""
         until_ms = floor_ms(until_ms, "second")
         try:
+            warmed = self._warm_up_before_the_lock()
             with transaction.atomic():
                 state = IngestionState.objects.select_for_update().get(pair=self.pair)
                 if self.owner and (state.lease_owner != self.owner or state.lease_until < clock.utcnow()):
@@ -163,6 +183,7 @@ class PairIngestor:
                             self._note_feed(state)
                             state.save()
                         return None
+                    self.placed_cursor = state.cursor_ms
                 elif self.live and self.builder_cursor != state.cursor_ms:
                     self._skip_unheard(state)
                 cursor = state.cursor_ms
@@ -172,9 +193,9 @@ class PairIngestor:
                         self._note_feed(state)
                         state.save()
                     return None
-                detections = []
-                if self.builder_cursor != cursor:
-                    detections = self._warm_up(cursor, first_step)
+                detections = warmed if warmed is not None and self.builder_cursor == cursor else []
+                if self.builder_cursor != cursor:  # the cursor moved since (another process stepped)
+                    detections = self._warm_up(cursor, cursor == self.placed_cursor)
                 seen = {}
                 detect = self.detection.feed if self.detection is not None else None
                 for event in self.source.events(self.ref, cursor, end):

@@ -38,9 +38,10 @@ def publish_bars(*, pair, bars) -> None:
 
 
 def publish_scheme_events(*, pair_id: int, events: list[dict]) -> None:
-    """After the scheme events commit; they follow the bars committed with them."""
-    for event in events:
-        _safely(hub.pair_channel(pair_id), "scheme-event", event)
+    """After the scheme events commit; they follow the bars committed with them. One event
+    per commit, as for bars: a warm-up or a busy step stores dozens at once."""
+    if events:
+        _safely(hub.pair_channel(pair_id), "scheme-events", {"events": events})
 
 
 def publish_status(*, pair_id: int, status: dict) -> None:

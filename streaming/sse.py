@@ -325,10 +325,11 @@ def _drain(stream: Stream, listener: Listener) -> tuple[list[bytes], bool]:
                     piece = stream.bar_event(row, encodings.setdefault(n, {}))
                     if piece:
                         pieces.append(piece)
-            elif event.type == "scheme-event":
-                piece = stream.scheme_event(event.data)
-                if piece:
-                    pieces.append(piece)
+            elif event.type == "scheme-events":
+                for data in event.data["events"]:
+                    piece = stream.scheme_event(data)
+                    if piece:
+                        pieces.append(piece)
             elif event.type == "status":
                 pieces.append(encode("status", event.data))
     if overflow:

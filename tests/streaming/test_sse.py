@@ -231,6 +231,19 @@ def test_a_client_that_falls_behind_gets_an_error_and_is_closed(key, btc):
     assert error["data"]["code"] == "slow_consumer" and error["data"]["last_event_id"]
 
 
+def test_a_burst_of_scheme_events_stored_at_once_reaches_an_open_stream_whole(key, btc):
+    """A detector warm-up or a busy step stores dozens of scheme events in one commit: they
+    are one message to the listeners, not a burst that reads as a slow client."""
+    async def go():
+        stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
+        live.publish_scheme_events(pair_id=btc.pk, events=[{"id": n, "scheme": "layering"} for n in range(1, 26)])
+        return await stream.until(lambda s: sum(e["event"] == "scheme-event" for e in s.events) >= 25 or s.finished)
+
+    stream = run(go())
+    assert [e["data"]["id"] for e in stream.events if e["event"] == "scheme-event"] == list(range(1, 26))
+    assert not stream.finished
+
+
 def test_a_token_opens_a_stream_for_its_pair_only(key, btc, client_for):
     body = client_for(key.plaintext).post("/api/v1/streams/binance/BTC/USDT/token").json()
     assert body["events_url"].startswith(EVENTS + "?token=")

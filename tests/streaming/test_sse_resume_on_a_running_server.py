@@ -58,8 +58,9 @@ def test_a_stream_dropped_after_a_bar_and_after_a_scheme_event_resumes_exactly_a
     serving = {**env, "INGESTION_AUTOSTART": "true", "INGESTION_IN_PROCESS": "true", "SCHEMES_DETECTION": "true",
                "SIMULATOR_EPISODES_PER_HOUR": "60"}
     with daphne_processes(1, env=serving) as (url,), httpx.Client(base_url=url, timeout=30) as http:
-        assert http.post("/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
-                         headers={"Authorization": f"Bearer {key}"}).status_code in (200, 201)
+        subscribed = http.post("/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
+                               headers={"Authorization": f"Bearer {key}"})
+        assert subscribed.status_code in (200, 201), subscribed.text
         connected = Uninterrupted(http, key)
         connected.start()
         while not connected.seen:  # the resuming client starts after the connected one
