@@ -28,7 +28,7 @@ from django.db.models import Q
 
 from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
-from market.models import Pair
+from market.models import Pair, SecondBar
 from market.services import bars_write
 from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
@@ -78,25 +78,32 @@ class PairIngestor:
         self.builder_cursor: int | None = None
         self.checkpoint_ms: int | None = None
         self.detection = None
-        self.placed_cursor: int | None = None  # a new pair's first cursor, placed here: its cold warm-up's findings count
 
     def _warm_up_before_the_lock(self) -> list[dict] | None:
         """A warm-up replays up to half an hour of events. Inside the step's transaction it
         would hold the write lock that long (SQLite has one writer: a request writing
         meanwhile fails after its busy timeout), so it runs first, to the committed cursor;
-        the step warms up again only if the cursor moved meanwhile."""
+        the step warms up again only if the cursor moved meanwhile. Not for a live feed: a
+        process taking one over first moves the cursor past what it did not hear (in the step)."""
+        if self.live:
+            return None
         cursor = IngestionState.objects.filter(pair=self.pair).values_list("cursor_ms", flat=True).first()
-        if cursor is None and not self.live:  # a new pair: its first cursor is placed first, on its own
+        if cursor is None:  # a new pair: its first cursor is placed first, on its own
             with transaction.atomic():
                 state = IngestionState.objects.select_for_update().get(pair=self.pair)
                 if state.cursor_ms is None:
                     backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
                     state.save()
-                    self.placed_cursor = state.cursor_ms
                 cursor = state.cursor_ms
         if cursor is None or self.builder_cursor == cursor:
             return None
-        return self._warm_up(cursor, cursor == self.placed_cursor)
+        return self._warm_up(cursor, self._before_any_event_step())
+
+    def _before_any_event_step(self) -> bool:
+        """No step has committed events of the pair yet (its cursor was only placed, perhaps
+        by a process that died before its first step committed): a cold warm-up's findings
+        are kept."""
+        return not SecondBar.objects.filter(pair=self.pair).exists()
 
     def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
         """Bring the builder and the detectors to the cursor. Returns what the detectors
@@ -173,8 +180,11 @@ class PairIngestor:
             warmed = self._warm_up_before_the_lock()
             with transaction.atomic():
                 state = IngestionState.objects.select_for_update().get(pair=self.pair)
-                if self.owner and (state.lease_owner != self.owner or state.lease_until < clock.utcnow()):
+                if self.owner and state.lease_owner != self.owner:
                     raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
+                if self.owner and state.lease_until < clock.utcnow():
+                    # lapsed during the warm-up, and nobody took it: the row lock is ours now
+                    state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
                 first_step = state.cursor_ms is None
                 if first_step:
                     backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
@@ -183,7 +193,6 @@ class PairIngestor:
                             self._note_feed(state)
                             state.save()
                         return None
-                    self.placed_cursor = state.cursor_ms
                 elif self.live and self.builder_cursor != state.cursor_ms:
                     self._skip_unheard(state)
                 cursor = state.cursor_ms
@@ -195,7 +204,7 @@ class PairIngestor:
                     return None
                 detections = warmed if warmed is not None and self.builder_cursor == cursor else []
                 if self.builder_cursor != cursor:  # the cursor moved since (another process stepped)
-                    detections = self._warm_up(cursor, cursor == self.placed_cursor)
+                    detections = self._warm_up(cursor, self._before_any_event_step())
                 seen = {}
                 detect = self.detection.feed if self.detection is not None else None
                 for event in self.source.events(self.ref, cursor, end):
