@@ -100,10 +100,12 @@ class PairIngestor:
         return self._warm_up(cursor, self._before_any_event_step())
 
     def _before_any_event_step(self) -> bool:
-        """No step has committed events of the pair yet (its cursor was only placed, perhaps
-        by a process that died before its first step committed): a cold warm-up's findings
-        are kept."""
-        return not SecondBar.objects.filter(pair=self.pair).exists()
+        """The cursor is still where the backfill placed it after synthesising history (behind
+        its coverage start) and no step has committed events of the pair yet, perhaps because
+        the process that placed it died first: a cold warm-up's findings are kept."""
+        state = IngestionState.objects.filter(pair=self.pair).values_list("cursor_ms", "coverage_from_ms").first()
+        return bool(state) and state[1] is not None and state[0] != state[1] \
+            and not SecondBar.objects.filter(pair=self.pair).exists()
 
     def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
         """Bring the builder and the detectors to the cursor. Returns what the detectors
