@@ -30,7 +30,10 @@ VAC_OTHER_FROM_MS = 500  # ... counted from this long before the peak
 VAC_CHURN_MS = 30 * 60_000  # beyond what it usually cancels in that time (its mean rate over this span) ...
 VAC_CHURN_COUNTED = 0.5  # ... counted at this share: the full mean let two-sided pulls through
 VAC_CHURN_MIN_MS = 60_000  # (until the rate spans this long, every cancel there counts)
-VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what it cancelled
+VAC_OTHER_ELEVATED = 2.0  # ... and not at all while its top-10 depth is this x its median (it withdraws too)
+VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what it cancelled, ...
+VAC_FRESH_MOVE_SIGMA = 2.0  # ... else price must move this many one-second sigmas into the gap ...
+VAC_FRESH_MOVE_MS = 1_000  # ... within this time
 VAC_COOLDOWN_MS = 5_000
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
@@ -70,16 +73,24 @@ class _Side:
             return 0.0
         return (churn[-1][1] - churn[0][1]) / (churn[-1][0] - churn[0][0]) * span_ms * VAC_CHURN_COUNTED
 
+    def withdrew(self, cancelled: float, span_ms: float, depth: float, elevated: bool) -> bool:
+        """The side lost VAC_OTHER_SIDE of its depth to cancels in span_ms, beyond its usual
+        cancels unless it was elevated itself: a side showing unusual depth that cancels
+        is withdrawing too (two-sided), however busy its market makers usually are."""
+        usual = 0.0 if elevated else self.usual_cancels(span_ms)
+        return depth > 0 and cancelled - usual > VAC_OTHER_SIDE * depth
+
 
 class _Pending:
     """A pull that met every test but the last: price has to move into the gap."""
 
     __slots__ = ("side", "deadline", "mid0", "args", "other_cancelled_from", "other_depth", "watch_other_until",
-                 "deferred", "other_from_ts")
+                 "deferred", "other_from_ts", "move_sigma", "other_elevated")
 
     def __init__(self, side, deadline, mid0, args, other_cancelled_from, other_depth, watch_other_until, deferred,
-                 other_from_ts):
+                 other_from_ts, move_sigma, other_elevated):
         self.side, self.deadline, self.mid0, self.args = side, deadline, mid0, args
+        self.move_sigma = move_sigma  # the move into the gap it needs, in sigmas of 1 s mid returns
         self.watch_other_until = watch_other_until
         # layering's shape: its large orders stay free for layering until the move confirms us
         self.deferred = deferred
@@ -87,6 +98,7 @@ class _Pending:
         # too while we wait for the move, it was a two-sided withdrawal
         self.other_cancelled_from, self.other_depth = other_cancelled_from, other_depth
         self.other_from_ts = other_from_ts  # when other_cancelled_from was the other side's total
+        self.other_elevated = other_elevated
 
 
 def _build_fields(changes: list, eng, side: str, touch: float) -> dict:
@@ -144,12 +156,14 @@ class VacuumingDetector:
         mid = eng.tracker.mid()
         tick = eng.tracker.tick or 0.0
         for p in self.pending:
+            if ts > p.deadline:
+                continue  # price did not move into the gap in time
             other = self.sides["ask" if p.side == "bid" else "bid"]
-            if ts <= p.watch_other_until and other.cancelled_total - p.other_cancelled_from \
-                    - other.usual_cancels(ts - p.other_from_ts) > VAC_OTHER_SIDE * p.other_depth:
+            if ts <= p.watch_other_until and other.withdrew(other.cancelled_total - p.other_cancelled_from,
+                                                            ts - p.other_from_ts, p.other_depth, p.other_elevated):
                 continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
-                need = max(tick, VAC_MOVE_SIGMA * eng.base.sigma_ret * VAC_MOVE_HORIZON * p.mid0)
+                need = max(tick, p.move_sigma * eng.base.sigma_ret * p.mid0)
                 moved = (p.mid0 - mid) if p.side == "bid" else (mid - p.mid0)  # pulled bids: down
                 if moved >= need - 1e-12:
                     if p.deferred and any(r.used for r in p.args["recs"]):
@@ -160,8 +174,7 @@ class VacuumingDetector:
                         moved / (eng.base.sigma_ret * p.mid0), 3) if eng.base.sigma_ret else None
                     out.append(eng.make_event(ts=ts, **p.args))
                     continue
-            if ts <= p.deadline:
-                keep.append(p)
+            keep.append(p)
         self.pending = keep
         return out
 
@@ -270,7 +283,8 @@ class VacuumingDetector:
             opeak = max((x[1] for x in oh if x[0] >= peak_ts - VAC_OTHER_FROM_MS), default=od)
             other_from = peak_ts - VAC_OTHER_FROM_MS
             other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= other_from)
-            if opeak > 0 and other_cancelled - self.sides[other].usual_cancels(ts - other_from) > VAC_OTHER_SIDE * opeak:
+            other_elevated = opeak >= VAC_OTHER_ELEVATED * eng.base.med_depth10[other]
+            if self.sides[other].withdrew(other_cancelled, ts - other_from, opeak, other_elevated):
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
             # what the pull took that had rested: at each price, a cancel takes the quantity
@@ -284,8 +298,9 @@ class VacuumingDetector:
                 if peak_ts <= t <= last_cancel and c > 0:
                     pulled_at[px] = pulled_at.get(px, 0.0) + c
             rested = sum(max(0.0, c - fresh.get(px, 0.0)) for px, c in pulled_at.items())
-            if rested < VAC_MIN_RESTED * canc:
-                continue  # quotes placed a moment ago and withdrawn: a ladder re-quoted, not depth that rested
+            # quotes placed a moment ago and withdrawn are a ladder re-quoted as often as depth
+            # pegged to the touch: only a decisive move into the gap tells them apart
+            move_sigma = VAC_MOVE_SIGMA * VAC_MOVE_HORIZON if rested >= VAC_MIN_RESTED * canc else VAC_FRESH_MOVE_SIGMA
             # what built the depth: growth of the side's ten best levels from (just before)
             # the elevation to the peak; the large orders among it are the ones this pull claims
             build_from = st.elev_start - 1000
@@ -307,6 +322,8 @@ class VacuumingDetector:
             touch = eng.tracker.best(side)
             other_state = self.sides[other]
             deadline = ts + (VAC_LAYER_SHAPED_MOVE_MS if layer_shaped else VAC_MOVE_MS)
+            if rested < VAC_MIN_RESTED * canc:
+                deadline = min(deadline, ts + VAC_FRESH_MOVE_MS)
             self.pending.append(_Pending(side, deadline, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts, extra_build=_build_fields(built, eng, side, touch),
@@ -325,7 +342,7 @@ class VacuumingDetector:
                 features={"size_ratio": peak / base, "cancel_ratio": canc / (canc + ex) if canc + ex else 0.0,
                           "removed": drop / peak if peak else 0.0}),
                 other_state.cancelled_total - other_cancelled, opeak, peak_ts + VAC_OTHER_SIDE_MS,
-                layer_shaped, other_from))
+                layer_shaped, other_from, move_sigma, other_elevated))
         if self.pending:
             out.extend(self._confirm(eng, ts))
         return out

@@ -468,19 +468,51 @@ def test_the_other_sides_usual_cancels_do_not_make_a_pull_two_sided(monkeypatch)
     assert found(0.0) == []
 
 
-def test_a_pull_of_quotes_placed_a_moment_ago_is_not_vacuuming():
-    """The raised bids are moved a level down 1 s before they go: what the pull takes was
-    placed a moment before, a ladder re-quoted rather than depth that rested (real
-    re-quotes: 0-11 % of a pull had rested; see docs/DETECTION_METHOD.md)."""
-    eng, t = warm_engine()
+def requoted_vacuum_events(t, move_at):
+    """The raised bids are moved a level down 1 s before they go, so what the pull takes was
+    placed a moment before; price moves into the gap at move_at."""
     evs = [e for e in vacuum_events(t) if e.ts_ms < t + 6000]
     moved = [10000, 9999, 9998, 9997]
     evs.append(BookDelta(t + 5000, bids=tuple((px(tk), 10.0) for tk in moved)
                          + tuple((px(tk - 4), 60.0) for tk in moved)))
     for i, tk in enumerate(moved):
         evs.append(BookDelta(t + 6000 + 100 * i, bids=((px(tk - 4), 10.0),)))
-    evs.append(BookDelta(t + 6700, bids=((px(10000), 0.0), (px(9999), 0.0))))
-    assert [e for e in run(eng, evs) if e.scheme == "vacuuming"] == []
+    evs.append(BookDelta(move_at, bids=((px(10000), 0.0), (px(9999), 0.0))))
+    return evs
+
+
+def test_a_pull_of_quotes_placed_a_moment_ago_needs_price_to_move_into_the_gap_at_once():
+    """Quotes placed a moment ago and withdrawn are a ladder re-quoted as often as depth
+    pegged to the touch (real re-quotes: 0-11 % of a pull had rested; see
+    docs/DETECTION_METHOD.md): vacuuming only if price moves into the gap within 1 s, where
+    depth that rested has 5 s."""
+    def found(evs):
+        eng, t = warm_engine()
+        return [(e.scheme, e.side) for e in run(eng, evs(t)) if e.scheme == "vacuuming"]
+
+    assert found(lambda t: requoted_vacuum_events(t, move_at=t + 6700)) == [("vacuuming", "bid")]
+    assert found(lambda t: requoted_vacuum_events(t, move_at=t + 8500)) == []
+    rested_late_move = lambda t: [e for e in vacuum_events(t) if e.ts_ms < t + 6700] + [
+        BookDelta(t + 8500, bids=((px(10000), 0.0), (px(9999), 0.0)))]
+    assert found(rested_late_move) == [("vacuuming", "bid")]
+
+
+def test_an_elevated_other_side_cancelling_makes_a_pull_two_sided_however_busy_it_usually_is(monkeypatch):
+    """The asks usually lose 24 a second to cancels, which alone is no withdrawal (the test
+    above). Asks raised to over twice their usual depth and cut back while the bids are
+    pulled are withdrawn too, however much they usually cancel: a two-sided pull. With
+    their usual cancels discounted, the same cut would pass."""
+    def found(other_elevated):
+        monkeypatch.setattr(vacuuming, "VAC_OTHER_ELEVATED", other_elevated)
+        eng, t = warm_engine(ask_churn=6.0)
+        evs = vacuum_events(t)
+        evs += [BookDelta(t + 1000 + 300 * i, asks=((px(10003 + i), 50.0),)) for i in range(3)]
+        evs += [BookDelta(t + 6000 + 100 * i, asks=((px(10003 + i), 42.0),)) for i in range(3)]
+        evs = sorted(evs + ask_churn_events(t, t + 8000, 6.0), key=lambda e: e.ts_ms)
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "vacuuming"]
+
+    assert found(vacuuming.VAC_OTHER_ELEVATED) == []
+    assert found(float("inf")) == [("vacuuming", "bid")]
 
 
 def test_the_queues_own_cancels_do_not_withdraw_a_mirror_that_joined_it():
