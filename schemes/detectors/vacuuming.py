@@ -299,8 +299,8 @@ class VacuumingDetector:
                     pulled_at[px] = pulled_at.get(px, 0.0) + c
             rested = sum(max(0.0, c - fresh.get(px, 0.0)) for px, c in pulled_at.items())
             # quotes placed a moment ago and withdrawn are a ladder re-quoted as often as depth
-            # pegged to the touch: only a decisive move into the gap tells them apart
-            move_sigma = VAC_MOVE_SIGMA * VAC_MOVE_HORIZON if rested >= VAC_MIN_RESTED * canc else VAC_FRESH_MOVE_SIGMA
+            # pegged to the touch: only a decisive move into the gap, at once, tells them apart
+            fresh_pull = rested < VAC_MIN_RESTED * canc
             # what built the depth: growth of the side's ten best levels from (just before)
             # the elevation to the peak; the large orders among it are the ones this pull claims
             build_from = st.elev_start - 1000
@@ -322,8 +322,9 @@ class VacuumingDetector:
             touch = eng.tracker.best(side)
             other_state = self.sides[other]
             deadline = ts + (VAC_LAYER_SHAPED_MOVE_MS if layer_shaped else VAC_MOVE_MS)
-            if rested < VAC_MIN_RESTED * canc:
-                deadline = min(deadline, ts + VAC_FRESH_MOVE_MS)
+            move_sigma = VAC_MOVE_SIGMA * VAC_MOVE_HORIZON
+            if fresh_pull:
+                deadline, move_sigma = min(deadline, ts + VAC_FRESH_MOVE_MS), VAC_FRESH_MOVE_SIGMA
             self.pending.append(_Pending(side, deadline, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
                 build_start=st.elev_start, build_end=peak_ts, extra_build=_build_fields(built, eng, side, touch),
