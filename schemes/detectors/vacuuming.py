@@ -39,6 +39,7 @@ VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if pric
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it
+VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this share of the peak's excess
 
 
 class _Side:
@@ -305,6 +306,10 @@ class VacuumingDetector:
             # the elevation to the peak; the large orders among it are the ones this pull claims
             build_from = st.elev_start - 1000
             built = [a for a in st.adds if build_from <= a[0] <= peak_ts]
+            touch = eng.tracker.best(side)
+            build_fields = _build_fields(built, eng, side, touch)
+            if build_fields["added_qty"] < VAC_MIN_BUILT * (peak - base):
+                continue  # depth that came into view as price moved, not depth someone placed
             built_prices = {a[1] for a in built if a[2] > 0}
             recs = [r for r in eng.records[side]
                     if build_from <= r.t_add <= peak_ts and r.price in built_prices and not r.used]
@@ -319,7 +324,6 @@ class VacuumingDetector:
             if not layer_shaped:
                 for r in recs:
                     r.used = True
-            touch = eng.tracker.best(side)
             other_state = self.sides[other]
             deadline = ts + (VAC_LAYER_SHAPED_MOVE_MS if layer_shaped else VAC_MOVE_MS)
             move_sigma = VAC_MOVE_SIGMA * VAC_MOVE_HORIZON
@@ -327,7 +331,7 @@ class VacuumingDetector:
                 deadline, move_sigma = min(deadline, ts + VAC_FRESH_MOVE_MS), VAC_FRESH_MOVE_SIGMA
             self.pending.append(_Pending(side, deadline, eng.mid_at(peak_ts) or eng.tracker.mid(), dict(
                 scheme="vacuuming", side=side, price=touch, recs=recs, t_collapse=peak_ts, t_collapse_end=ts,
-                build_start=st.elev_start, build_end=peak_ts, extra_build=_build_fields(built, eng, side, touch),
+                build_start=st.elev_start, build_end=peak_ts, extra_build=build_fields,
                 extra_collapse={"cancelled_qty": round(canc, 12), "executed_qty": round(ex, 12),
                                 "cancel_ratio": round(canc / (canc + ex), 4) if canc + ex else 1.0,
                                 "removed_fraction": round(drop / peak, 4) if peak else 0.0,"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),

@@ -674,6 +674,28 @@ def test_a_vacuuming_build_counts_only_what_was_added_to_the_ten_best_levels():
     assert collapse["cancelled_qty"] == pytest.approx(collapse["cancelled_qty_top10"])
 
 
+def test_depth_that_came_into_view_as_price_fell_is_not_a_build(monkeypatch):
+    """Large bids resting out of view (12th-15th level) come into the ten best levels as
+    the six levels in front are cancelled one by one, so the side's top-10 depth triples
+    while nobody adds to it; they are then cut back and price falls into the gap. That
+    depth was never built: the build must have grown the ten best levels by most of the
+    peak's excess (VAC_MIN_BUILT). Without that rule the same events are vacuuming."""
+    def found(min_built):
+        monkeypatch.setattr(vacuuming, "VAC_MIN_BUILT", min_built)
+        eng, t = warm_engine()
+        bids, asks = book()
+        deep = {10000 - i for i in range(12, 16)}
+        bids = tuple((p, 60.0 if round(p / TICK) in deep else q) for p, q in bids)
+        evs = [BookSnapshot(t, bids, asks)]
+        evs += [BookDelta(t + 1000 + 300 * i, bids=((px(10000 - i), 0.0),)) for i in range(6)]
+        evs += [BookDelta(t + 6000 + 100 * i, bids=((px(tk), 10.0),)) for i, tk in enumerate(sorted(deep))]
+        evs.append(BookDelta(t + 6700, bids=((px(9994), 0.0), (px(9993), 0.0))))
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "vacuuming"]
+
+    assert found(vacuuming.VAC_MIN_BUILT) == []
+    assert found(0.0) == [("vacuuming", "bid")]
+
+
 def test_depth_pulled_less_than_two_seconds_after_it_rose_is_not_vacuuming():
     """The rest is measured until the pull begins: the pull's own time does not count."""
     eng, t = warm_engine()
