@@ -24,13 +24,11 @@ VAC_MIN_CANCELS = 3  # in at least this many cancels
 VAC_CANCEL_SHARE = 0.5  # cancelled (not run over) share of the drop
 VAC_MAX_EXECUTED = 0.2  # executed / (executed + cancelled): above it is a sweep
 VAC_MAX_READDED = 0.5  # added to the side's ten best levels while the pull went on, share of the cancelled
-VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth to cancels (two-sided pull) ...
+VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth (two-sided pull): to cancels
+# it did not put back on its ten best levels, or to cancels alone while it stands elevated ...
 VAC_OTHER_SIDE_MS = 1_000  # ... within this time of the peak (later cancels there are the book's own flow)
 VAC_OTHER_FROM_MS = 500  # ... counted from this long before the peak
-VAC_CHURN_MS = 30 * 60_000  # beyond what it usually cancels in that time (its mean rate over this span) ...
-VAC_CHURN_COUNTED = 0.5  # ... counted at this share: the full mean let two-sided pulls through
-VAC_CHURN_MIN_MS = 60_000  # (until the rate spans this long, every cancel there counts)
-VAC_OTHER_ELEVATED = 2.0  # ... and not at all while its top-10 depth is this x its median (it withdraws too)
+VAC_OTHER_ELEVATED = 2.0  # (elevated: its top-10 depth >= this x its median; it withdraws too)
 VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what it cancelled, ...
 VAC_FRESH_MOVE_SIGMA = 2.0  # ... else price must move this many one-second sigmas into the gap ...
 VAC_FRESH_MOVE_MS = 1_000  # ... within this time
@@ -44,14 +42,13 @@ VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this
 
 class _Side:
     __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
-                 "before_elevation", "cancelled_total", "adds", "churn")
+                 "before_elevation", "cancelled_total", "adds")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
         self.slow = deque()  # (ts, top-10 depth) every ~250 ms over the last VAC_BEFORE_MS
         self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
         self.cancelled_total = 0.0  # all cancels in the top 10 levels so far
-        self.churn = deque()  # (ts, cancelled_total) about once a second over VAC_CHURN_MS
         self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
         self.adds = deque()  # (ts, price, quantity change, distance in ticks) of the top 10 levels
         self.elev_start = None
@@ -59,27 +56,17 @@ class _Side:
         self.cooldown = 0
         self.last_event_ts = -10**18
 
-    def note_churn(self, ts: int) -> None:
-        churn = self.churn
-        if not churn or ts - churn[-1][0] >= 1000:
-            churn.append((ts, self.cancelled_total))
-            while ts - churn[0][0] > VAC_CHURN_MS:
-                churn.popleft()
-
-    def usual_cancels(self, span_ms: float) -> float:
-        """What the side's ten best levels usually lose to cancels in span_ms (VAC_CHURN_COUNTED
-        of its mean rate over the last VAC_CHURN_MS): market makers re-quoting cancel all the time."""
-        churn = self.churn
-        if not churn or churn[-1][0] - churn[0][0] < VAC_CHURN_MIN_MS:
-            return 0.0
-        return (churn[-1][1] - churn[0][1]) / (churn[-1][0] - churn[0][0]) * span_ms * VAC_CHURN_COUNTED
-
-    def withdrew(self, cancelled: float, span_ms: float, depth: float, elevated: bool) -> bool:
-        """The side lost VAC_OTHER_SIDE of its depth to cancels in span_ms, beyond its usual
-        cancels unless it was elevated itself: a side showing unusual depth that cancels
-        is withdrawing too (two-sided), however busy its market makers usually are."""
-        usual = 0.0 if elevated else self.usual_cancels(span_ms)
-        return depth > 0 and cancelled - usual > VAC_OTHER_SIDE * depth
+    def withdrew(self, cancelled: float, since_ms: int, depth: float, elevated: bool) -> bool:
+        """The side lost VAC_OTHER_SIDE of its depth since since_ms to cancels it did not put
+        back on its ten best levels: market makers re-quote a side as price moves (what they
+        cancel at one price they place at another) and the side stays. While the side stood
+        elevated itself, every cancel counts: a side showing unusual depth that cancels is
+        withdrawing too, however much is placed there meanwhile."""
+        if depth <= 0:
+            return False
+        if not elevated:
+            cancelled -= sum(a[2] for a in self.adds if a[0] >= since_ms and a[2] > 0)
+        return cancelled > VAC_OTHER_SIDE * depth
 
 
 class _Pending:
@@ -161,7 +148,7 @@ class VacuumingDetector:
                 continue  # price did not move into the gap in time
             other = self.sides["ask" if p.side == "bid" else "bid"]
             if ts <= p.watch_other_until and other.withdrew(other.cancelled_total - p.other_cancelled_from,
-                                                            ts - p.other_from_ts, p.other_depth, p.other_elevated):
+                                                            p.other_from_ts, p.other_depth, p.other_elevated):
                 continue  # the other side was pulled too: a two-sided withdrawal
             if mid is not None and p.mid0:
                 need = max(tick, p.move_sigma * eng.base.sigma_ret * p.mid0)
@@ -203,7 +190,6 @@ class VacuumingDetector:
             if side not in touched:
                 continue
             st = self.sides[side]
-            st.note_churn(ts)
             d = eng.tracker.top_depth(side, 10)
             base = eng.base.med_depth10[side]
             hist = st.hist
@@ -285,7 +271,7 @@ class VacuumingDetector:
             other_from = peak_ts - VAC_OTHER_FROM_MS
             other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= other_from)
             other_elevated = opeak >= VAC_OTHER_ELEVATED * eng.base.med_depth10[other]
-            if self.sides[other].withdrew(other_cancelled, ts - other_from, opeak, other_elevated):
+            if self.sides[other].withdrew(other_cancelled, other_from, opeak, other_elevated):
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
             # what the pull took that had rested: at each price, a cancel takes the quantity

@@ -454,17 +454,18 @@ def test_two_sided_pull_is_not_flagged():
     assert run(eng, vacuum_events(t, two_sided=True)) == []
 
 
-def test_the_other_sides_usual_cancels_do_not_make_a_pull_two_sided(monkeypatch):
-    """The asks lose 24 a second to cancels all the time (a market maker re-quoting); losing
-    it while the bids are pulled does not make the pull two-sided. Counted in full, those
-    same cancels would."""
-    def found(counted):
-        monkeypatch.setattr(vacuuming, "VAC_CHURN_COUNTED", counted)
+def test_the_other_sides_re_quotes_do_not_make_a_pull_two_sided(monkeypatch):
+    """The asks lose 24 a second to cancels all the time and get it back 100 ms later (a
+    market maker re-quoting); doing so while the bids are pulled does not make the pull
+    two-sided: the asks stay. Counted without what was put back (as for an elevated side),
+    those same cancels would."""
+    def found(other_elevated):
+        monkeypatch.setattr(vacuuming, "VAC_OTHER_ELEVATED", other_elevated)
         eng, t = warm_engine(ask_churn=6.0)
         evs = sorted(vacuum_events(t) + ask_churn_events(t, t + 8000, 6.0), key=lambda e: e.ts_ms)
         return [(e.scheme, e.side) for e in run(eng, evs)]
 
-    assert found(vacuuming.VAC_CHURN_COUNTED) == [("vacuuming", "bid")]
+    assert found(vacuuming.VAC_OTHER_ELEVATED) == [("vacuuming", "bid")]
     assert found(0.0) == []
 
 
@@ -497,11 +498,11 @@ def test_a_pull_of_quotes_placed_a_moment_ago_needs_price_to_move_into_the_gap_a
     assert found(rested_late_move) == [("vacuuming", "bid")]
 
 
-def test_an_elevated_other_side_cancelling_makes_a_pull_two_sided_however_busy_it_usually_is(monkeypatch):
-    """The asks usually lose 24 a second to cancels, which alone is no withdrawal (the test
-    above). Asks raised to over twice their usual depth and cut back while the bids are
-    pulled are withdrawn too, however much they usually cancel: a two-sided pull. With
-    their usual cancels discounted, the same cut would pass."""
+def test_an_elevated_other_side_cancelling_makes_a_pull_two_sided_whatever_it_puts_back(monkeypatch):
+    """The asks re-quote 24 a second, which alone is no withdrawal (the test above). Asks
+    raised to over twice their usual depth and cut back while the bids are pulled are
+    withdrawn too, whatever is placed there meanwhile: a two-sided pull. Counted net of
+    what was put back, the same cut would pass."""
     def found(other_elevated):
         monkeypatch.setattr(vacuuming, "VAC_OTHER_ELEVATED", other_elevated)
         eng, t = warm_engine(ask_churn=6.0)
