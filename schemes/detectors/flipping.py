@@ -106,7 +106,8 @@ class FlippingDetector:
         if together >= 2:
             return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
-        watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - FLIP_VETO_BEFORE_MS)
+        watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - FLIP_VETO_BEFORE_MS,
+                                                                eng.base.med_depth10[rec.side])
         self.watches.append(watch)
         out = []
         if eng.tracker.batch_ms:
@@ -227,12 +228,12 @@ class FlippingDetector:
         """At the flip: other levels of the side were pulled with the order (the side was
         vacuumed, the pull is the vacuum's)."""
         rec = w.rec
-        # cancels on the side's other levels from FLIP_VETO_BEFORE_MS before the pull (counted
-        # then) and after it
-        others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1)
+        # cancels on the side's other levels not put back, from FLIP_VETO_BEFORE_MS before the
+        # pull (counted then) and after it
+        usual = eng.base.med_depth10[rec.side]
+        others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1, usual)
         return eng.vacuuming.claims(rec.side, ts) or (
-            others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled
-            and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * eng.base.med_depth10[rec.side])
+            others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * usual)
 
     def _event(self, eng, w, ts, mode, flip_qty, flip_first):
         rec = w.rec

@@ -65,8 +65,12 @@ class _Side:
         if depth <= 0:
             return False
         if not elevated:
-            cancelled -= sum(a[2] for a in self.adds if a[0] >= since_ms and a[2] > 0)
+            cancelled -= self.put_back(since_ms)
         return cancelled > VAC_OTHER_SIDE * depth
+
+    def put_back(self, since_ms: int, except_price: float | None = None) -> float:
+        """What was added to the side's ten best levels since since_ms (but at except_price)."""
+        return sum(a[2] for a in self.adds if a[0] >= since_ms and a[2] > 0 and a[1] != except_price)
 
 
 class _Pending:
@@ -129,10 +133,16 @@ class VacuumingDetector:
             s.adds.clear()
         self.pending.clear()
 
-    def cancelled_elsewhere(self, side: str, price: float, since_ms: int) -> float:
-        """Quantity cancelled on the side's top-10 levels other than `price` since since_ms
-        (as far back as the pull window reaches)."""
-        return sum(c for t, c, e, px in self.sides[side].flow if t >= since_ms and px != price)
+    def cancelled_elsewhere(self, side: str, price: float, since_ms: int, usual_depth: float) -> float:
+        """Quantity the side's top-10 levels other than `price` lost to cancels since since_ms
+        (as far back as the pull window reaches) and did not get back there: a side that
+        re-quotes stays. While the side stands at VAC_OTHER_ELEVATED x its usual top-10 depth,
+        every cancel counts (a side showing unusual depth that cancels is withdrawing)."""
+        st = self.sides[side]
+        cancelled = sum(c for t, c, e, px in st.flow if t >= since_ms and px != price)
+        if max((x[1] for x in st.hist), default=0.0) >= VAC_OTHER_ELEVATED * usual_depth:
+            return cancelled
+        return max(0.0, cancelled - st.put_back(since_ms, price))
 
     def claims(self, side: str, ts: int) -> bool:
         """The side's depth is being (or was just) vacuumed: its pulls are ours."""

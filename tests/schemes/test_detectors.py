@@ -326,6 +326,27 @@ def test_a_few_ordinary_cancels_elsewhere_do_not_make_a_flip_a_vacuum():
     assert [(e.scheme, e.side) for e in run(eng, evs)] == [("flipping", "bid")]
 
 
+def test_levels_re_quoted_around_a_pull_do_not_make_a_flip_a_vacuum(monkeypatch):
+    """Three bid levels of 10 behind a pull of 29 are cancelled and placed again two ticks
+    lower 50 ms later (a ladder following the touch): 30 cancelled, as much as the pull and
+    30 % of the side's usual depth, but all of it put back, so the side stayed and the pull
+    is a flip. Counted without what was put back (as for a side standing at twice its usual
+    depth), the same cancels veto it."""
+    def found(other_elevated):
+        monkeypatch.setattr(vacuuming, "VAC_OTHER_ELEVATED", other_elevated)
+        eng, t = warm_engine()
+        evs = [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 46.0),)),  # 36 joins the touch
+               BookDelta(t + 3700, bids=((px(9997), 0.0), (px(9996), 0.0), (px(9995), 0.0))),
+               BookDelta(t + 3750, bids=((px(9993), 20.0), (px(9992), 20.0), (px(9991), 20.0))),
+               BookDelta(t + 4000, bids=((px(10000), 17.0),)),  # 29 of it pulled in one cancel
+               Trade(t + 4100, px(10000), 10.0, "sell"),
+               BookDelta(t + 4100, bids=((px(10000), 7.0),))]
+        return [(e.scheme, e.side) for e in run(eng, evs)]
+
+    assert found(vacuuming.VAC_OTHER_ELEVATED) == [("flipping", "bid")]
+    assert found(0.0) == []
+
+
 def test_a_flip_of_a_few_taker_seconds_is_the_book_s_own_flow():
     """12 sold into the bids after a pull of 40 is 30 % of the order but three typical
     taker seconds (4 a second here): busy books print that much without any flip."""
