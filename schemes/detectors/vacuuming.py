@@ -62,15 +62,20 @@ class _Side:
         cancel at one price they place at another) and the side stays. While the side stood
         elevated itself, every cancel counts: a side showing unusual depth that cancels is
         withdrawing too, however much is placed there meanwhile."""
-        if depth <= 0:
-            return False
-        if not elevated:
-            cancelled -= self.put_back(since_ms)
-        return cancelled > VAC_OTHER_SIDE * depth
+        return depth > 0 and self.not_put_back(cancelled, since_ms, elevated) > VAC_OTHER_SIDE * depth
 
-    def put_back(self, since_ms: int, except_price: float | None = None) -> float:
-        """What was added to the side's ten best levels since since_ms (but at except_price)."""
-        return sum(a[2] for a in self.adds if a[0] >= since_ms and a[2] > 0 and a[1] != except_price)
+    def not_put_back(self, cancelled: float, since_ms: int, elevated: bool, except_price: float | None = None) -> float:
+        """Of `cancelled` (since since_ms), what was not added back to the side's ten best
+        levels (other than except_price) meanwhile; all of it while the side is elevated."""
+        if elevated:
+            return cancelled
+        added = 0.0
+        for t, price, change, _ in reversed(self.adds):  # in time order: stop at since_ms
+            if t < since_ms:
+                break
+            if change > 0 and price != except_price:
+                added += change
+        return max(0.0, cancelled - added)
 
 
 class _Pending:
@@ -140,9 +145,8 @@ class VacuumingDetector:
         every cancel counts (a side showing unusual depth that cancels is withdrawing)."""
         st = self.sides[side]
         cancelled = sum(c for t, c, e, px in st.flow if t >= since_ms and px != price)
-        if max((x[1] for x in st.hist), default=0.0) >= VAC_OTHER_ELEVATED * usual_depth:
-            return cancelled
-        return max(0.0, cancelled - st.put_back(since_ms, price))
+        elevated = max((x[1] for x in st.hist), default=0.0) >= VAC_OTHER_ELEVATED * usual_depth
+        return st.not_put_back(cancelled, since_ms, elevated, price)
 
     def claims(self, side: str, ts: int) -> bool:
         """The side's depth is being (or was just) vacuumed: its pulls are ours."""
@@ -330,7 +334,8 @@ class VacuumingDetector:
                 build_start=st.elev_start, build_end=peak_ts, extra_build=build_fields,
                 extra_collapse={"cancelled_qty": round(canc, 12), "executed_qty": round(ex, 12),
                                 "cancel_ratio": round(canc / (canc + ex), 4) if canc + ex else 1.0,
-                                "removed_fraction": round(drop / peak, 4) if peak else 0.0,"depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
+                                "removed_fraction": round(drop / peak, 4) if peak else 0.0,
+                                "depth_before_qty": round(peak, 12), "depth_after_qty": round(d_pull, 12),
                                 "levels_pulled": len(levels), "cancels": n_cancels,
                                 "pull_span_ms": (last_cancel - first_cancel) if first_cancel is not None else 0,
                                 "biggest_cancel_qty": round(biggest, 12),
