@@ -40,6 +40,11 @@ FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
 # this share of it was cancelled by then (a quote flickering through, not a flipped order)
 MIRROR_REST_MS = 500
 MIRROR_MAX_CANCELLED = 0.5
+# ... counting a cancel at its level as the mirror's only when it takes (about) all the mirror
+# has left: a flipped order is withdrawn whole, and in a busy queue other orders of a third
+# or two thirds of the mirror's size come and go while it rests (smaller ones are the
+# mirror's in proportion to its share of the level)
+MIRROR_WHOLE_CANCEL = 0.9
 MIRROR_WAIT_MS = 60_000  # past its rest, a mirror waits this long at most for the pair's next event
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
@@ -199,7 +204,7 @@ class FlippingDetector:
                     m = w.mirror
                     if m is not None and not w.done and ch.side == m.side and ch.price == m.price:
                         # the mirror joined a queue: the level's small cancels are mostly others'
-                        m.cancelled += cancel_attributed(ch.cancelled, m.qty - m.cancelled, ch.old)
+                        m.cancelled += cancel_attributed(ch.cancelled, m.qty - m.cancelled, ch.old, MIRROR_WHOLE_CANCEL)
                         if m.cancelled > MIRROR_MAX_CANCELLED * m.qty:
                             w.done = True  # withdrawn before it rested
             if ch.added <= 0:

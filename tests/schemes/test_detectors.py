@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
-from schemes.detectors import DetectorEngine, SchemeEvent, vacuuming
+from schemes.detectors import DetectorEngine, SchemeEvent, flipping, vacuuming
 from schemes.detectors.book import cancel_attributed
 
 PAIR = PairRef("test", "AAA", "USD")
@@ -550,6 +550,27 @@ def test_the_queues_own_cancels_do_not_withdraw_a_mirror_that_joined_it():
     evs += [later_update(t + 3600)]
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.collapse["flip_mode"]) for e in out] == [("flipping", "ask", "mirror")]
+
+
+def test_another_orders_cancel_at_the_mirrors_level_does_not_withdraw_the_mirror(monkeypatch):
+    """The mirror (80) joins a best bid of 100 and one order of the queue (60) is cancelled
+    while it rests. A cancel that takes less than all the mirror has left is not its own: a
+    flipped order is withdrawn whole. Read as the mirror's (60 of its 80), it would have
+    been withdrawn before it rested."""
+    def found():
+        eng, t = warm_engine(touch_q=100.0)
+        bids, asks = book(touch_q=100.0)
+        evs = [BookSnapshot(t, bids, asks),
+               BookDelta(t + 1000, asks=((px(10003), 130.0),)),
+               BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+               BookDelta(t + 3050, bids=((px(10000), 180.0),)),
+               BookDelta(t + 3200, bids=((px(10000), 120.0),)),
+               later_update(t + 3600)]
+        return [(e.scheme, e.side, e.collapse["flip_mode"]) for e in run(eng, evs)]
+
+    assert found() == [("flipping", "ask", "mirror")]
+    monkeypatch.setattr(flipping, "MIRROR_WHOLE_CANCEL", 0.3)
+    assert found() == []
 
 
 def test_wall_filled_by_trades_is_not_flagged():
