@@ -21,6 +21,7 @@ LAYER_MAX_EXECUTED = 0.1  # executed share of the layers' quantity
 LAYER_MIN_SIZE_RATIO = 6.0  # the layers' size-weighted mean x the typical level (5 x, less noise)
 LAYER_MIN_DEPTH_SHARE = 0.5  # together at least this share of the side's top-20 depth
 LAYER_MIN_ONE_CANCEL = 0.5  # a layer counts once half of it went in one cancel (pulled, not worn down)
+LAYER_MIN_STOOD_MS = 1_000  # all the layers stood in view together this long before the first was pulled
 
 
 class _Collapse:
@@ -77,6 +78,8 @@ class LayeringDetector:
         behind = [r for r in layers if LAYER_MIN_DIST_SCALED <= r.dist_scaled <= LAYER_MAX_DIST_SCALED]
         if len(behind) < LAYER_MIN_BEHIND or min(r.dist_scaled for r in layers) < LAYER_MIN_DIST_SCALED:
             return []  # orders at the touch: the shape of flipping or vacuuming, not of layers
+        if min(r.t_pulled for r in recs) - max(r.t_add for r in recs) < LAYER_MIN_STOOD_MS:
+            return []  # a ladder placed and taken away again: never shown as a whole
         layer_qty = sum(r.qty for r in layers)
         if sum(r.size_ratio * r.qty for r in layers) < LAYER_MIN_SIZE_RATIO * layer_qty or \
                 sum(r.depth_share for r in layers) < LAYER_MIN_DEPTH_SHARE:

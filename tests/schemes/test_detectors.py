@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
-from schemes.detectors import DetectorEngine, SchemeEvent, flipping, vacuuming
+from schemes.detectors import DetectorEngine, SchemeEvent, flipping, layering, vacuuming
 from schemes.detectors.book import cancel_attributed
 
 PAIR = PairRef("test", "AAA", "USD")
@@ -430,6 +430,23 @@ def test_layers_worn_down_by_small_cancels_are_not_layering():
         evs += [BookDelta(t + 7000 + 100 * i + 20 * k, asks=((px(tk), 90.0 - 20.0 * k),)) for k in range(5)]
     evs.sort(key=lambda e: e.ts_ms)
     assert [e for e in run(eng, evs) if e.scheme == "layering"] == []
+
+
+def test_layers_taken_away_before_they_stood_together_for_a_second_are_not_layering(monkeypatch):
+    """Four large asks added within 600 ms and pulled 500 ms after the last came: the ladder
+    was never in view as a whole long enough to mislead anyone (a market maker's ladder
+    placed and taken back). Without the rule the same events are layering."""
+    def found():
+        eng, t = warm_engine()
+        evs = [e for e in layering_events(t) if not (isinstance(e, BookDelta) and e.ts_ms >= t + 7000)]
+        levels = [10004, 10005, 10006, 10007]
+        evs += [BookDelta(t + 2100 + 100 * i, asks=((px(tk), 10.0),)) for i, tk in enumerate(levels)]
+        evs.sort(key=lambda e: e.ts_ms)
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "layering"]
+
+    assert found() == []
+    monkeypatch.setattr(layering, "LAYER_MIN_STOOD_MS", 0)
+    assert found() == [("layering", "ask")]
 
 
 def test_layers_moved_to_follow_the_touch_are_not_a_collapse():
