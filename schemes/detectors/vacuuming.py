@@ -28,6 +28,7 @@ VAC_OTHER_SIDE = 0.2  # the other side may not lose this share of its depth (two
 # it did not put back on its ten best levels, or to cancels alone while it stands elevated ...
 VAC_OTHER_SIDE_MS = 1_000  # ... within this time of the peak (later cancels there are the book's own flow)
 VAC_OTHER_FROM_MS = 500  # ... counted from this long before the peak
+VAC_OTHER_DEEPER = 1.6  # the other side's top-10 depth x its median >= this x the pulled side's: no one-sided depth
 VAC_OTHER_ELEVATED = 2.0  # (elevated: its top-10 depth >= this x its median; it withdraws too)
 VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what it cancelled, ...
 VAC_FRESH_MOVE_SIGMA = 2.0  # ... else price must move this many one-second sigmas into the gap ...
@@ -288,6 +289,9 @@ class VacuumingDetector:
             if self.sides[other].withdrew(other_cancelled, other_from, opeak, other_elevated):
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
+            omed = eng.base.med_depth10[other]
+            if omed > 0 and opeak / omed >= VAC_OTHER_DEEPER * peak / base:
+                continue  # the other side stands deeper still against its usual depth: no one-sided depth was shown
             # what the pull took that had rested: at each price, a cancel takes the quantity
             # added there in the last VAC_MIN_REST_MS first (a quote replaced is no depth that rested)
             fresh: dict = {}

@@ -554,6 +554,23 @@ def test_an_elevated_other_side_cancelling_makes_a_pull_two_sided_whatever_it_pu
     assert found(float("inf")) == [("vacuuming", "bid")]
 
 
+def test_bids_pulled_while_the_asks_stand_deeper_still_are_not_vacuuming(monkeypatch):
+    """The bids are raised to three times their usual top-10 depth and pulled, but the asks
+    stand at six times theirs all along (and stay): the book was deep on both sides, the
+    asks more so, so the bids never showed one-sided depth. With the rule off the same
+    events are vacuuming."""
+    def found():
+        eng, t = warm_engine()
+        evs = vacuum_events(t)
+        evs += [BookDelta(t + 500 + 100 * i, asks=((px(10003 + i), 110.0),)) for i in range(5)]
+        evs.sort(key=lambda e: e.ts_ms)
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "vacuuming"]
+
+    assert found() == []
+    monkeypatch.setattr(vacuuming, "VAC_OTHER_DEEPER", float("inf"))
+    assert found() == [("vacuuming", "bid")]
+
+
 def test_the_queues_own_cancels_do_not_withdraw_a_mirror_that_joined_it():
     """The mirror (80) joins a best bid of 100; the queue ahead of it cancels 48 in slices of
     8 while it rests. Those are the queue's cancels, not the mirror's: it rested."""
