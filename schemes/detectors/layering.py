@@ -90,8 +90,12 @@ class LayeringDetector:
         if canc < LAYER_MIN_REMOVED * qty or ex > LAYER_MAX_EXECUTED * qty:
             return []
         other = "ask" if recs[0].side == "bid" else "bid"
+        # the other side's large orders withdrawn with the layers, placed with them or while
+        # they stood: orders that stood there long before are another trader's or the book's
+        built_from, built_to = min(r.t_add for r in recs) - LAYER_BUILD_MS, col.first_pull
         other_pulled = [r for r in eng.records[other]
-                        if r.t_pulled is not None and abs(r.t_pulled - col.first_pull) <= LAYER_PULL_MS]
+                        if r.t_pulled is not None and abs(r.t_pulled - col.first_pull) <= LAYER_PULL_MS
+                        and built_from <= r.t_add <= built_to]
         if len({r.price for r in other_pulled}) >= 2 and sum(r.cancelled for r in other_pulled) >= 0.5 * canc:
             return []  # both sides pulled together: a two-sided withdrawal
         for r in recs:

@@ -449,6 +449,29 @@ def test_layers_taken_away_before_they_stood_together_for_a_second_are_not_layer
     assert found() == [("layering", "ask")]
 
 
+def test_layers_pulled_with_bids_placed_alongside_them_are_a_two_sided_withdrawal():
+    """Two large bids placed while the ask layers were built and pulled with them: the book
+    was withdrawn on both sides, not layered on one."""
+    eng, t = warm_engine()
+    evs = layering_events(t, "ask")
+    evs += [BookDelta(t + 1100, bids=((px(9998), 110.0),)), BookDelta(t + 1300, bids=((px(9997), 110.0),)),
+            BookDelta(t + 7050, bids=((px(9998), 10.0),)), BookDelta(t + 7150, bids=((px(9997), 10.0),))]
+    evs.sort(key=lambda e: e.ts_ms)
+    assert [e for e in run(eng, evs) if e.scheme == "layering"] == []
+
+
+def test_bids_that_stood_long_before_the_layers_do_not_make_their_pull_two_sided():
+    """Two large bids placed 5 s before the ask layers were built and cancelled in the same
+    second as the layers: the bids were no part of the layers' build (another trader's
+    orders, or the book's own flow), so the layers' pull is layering."""
+    eng, t = warm_engine()
+    evs = [snapshot(t)] + [e for e in layering_events(t + 5000, "ask") if not isinstance(e, BookSnapshot)]
+    evs += [BookDelta(t + 500, bids=((px(9998), 110.0),)), BookDelta(t + 700, bids=((px(9997), 110.0),)),
+            BookDelta(t + 12050, bids=((px(9998), 10.0),)), BookDelta(t + 12150, bids=((px(9997), 10.0),))]
+    evs.sort(key=lambda e: e.ts_ms)
+    assert [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "layering"] == [("layering", "ask")]
+
+
 def test_layers_moved_to_follow_the_touch_are_not_a_collapse():
     eng, t = warm_engine()
     evs = layering_events(t, "ask")[:5]  # four large asks 2..5 ticks behind the touch
