@@ -594,15 +594,20 @@ def test_bids_pulled_while_the_asks_stand_deeper_still_are_not_vacuuming(monkeyp
     assert found() == [("vacuuming", "bid")]
 
 
+def ask_pulled_beside_a_heavy_best_bid(t):
+    """A book whose best bid is heavy (100, market makers' quotes; levels of 10 behind it)
+    and a large ask (130) one tick behind the touch, pulled 2 s later."""
+    bids, asks = book(touch_q=100.0)
+    return [BookSnapshot(t, bids, asks),
+            BookDelta(t + 1000, asks=((px(10003), 130.0),)),
+            BookDelta(t + 3000, asks=((px(10003), 10.0),))]
+
+
 def test_the_queues_own_cancels_do_not_withdraw_a_mirror_that_joined_it():
     """The mirror (80) joins a best bid of 100; the queue ahead of it cancels 48 in slices of
     8 while it rests. Those are the queue's cancels, not the mirror's: it rested."""
     eng, t = warm_engine(touch_q=100.0)
-    bids, asks = book(touch_q=100.0)
-    evs = [BookSnapshot(t, bids, asks),
-           BookDelta(t + 1000, asks=((px(10003), 130.0),)),
-           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-           BookDelta(t + 3050, bids=((px(10000), 180.0),))]
+    evs = ask_pulled_beside_a_heavy_best_bid(t) + [BookDelta(t + 3050, bids=((px(10000), 180.0),))]
     evs += [BookDelta(t + 3100 + 50 * k, bids=((px(10000), 180.0 - 8.0 * (k + 1)),)) for k in range(6)]
     evs += [later_update(t + 3600)]
     out = run(eng, evs)
@@ -616,13 +621,10 @@ def test_another_orders_cancel_at_the_mirrors_level_does_not_withdraw_the_mirror
     been withdrawn before it rested."""
     def found():
         eng, t = warm_engine(touch_q=100.0)
-        bids, asks = book(touch_q=100.0)
-        evs = [BookSnapshot(t, bids, asks),
-               BookDelta(t + 1000, asks=((px(10003), 130.0),)),
-               BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-               BookDelta(t + 3050, bids=((px(10000), 180.0),)),
-               BookDelta(t + 3200, bids=((px(10000), 120.0),)),
-               later_update(t + 3600)]
+        evs = ask_pulled_beside_a_heavy_best_bid(t) + [
+            BookDelta(t + 3050, bids=((px(10000), 180.0),)),
+            BookDelta(t + 3200, bids=((px(10000), 120.0),)),
+            later_update(t + 3600)]
         return [(e.scheme, e.side, e.collapse["flip_mode"]) for e in run(eng, evs)]
 
     assert found() == [("flipping", "ask", "mirror")]
@@ -866,16 +868,12 @@ def test_on_a_netted_feed_a_pull_whose_flip_swept_the_levels_in_front_is_flippin
 
 def test_a_mirror_smaller_than_the_usual_best_level_still_flips_a_large_order():
     """Where market makers' quotes make the best level heavy (100 against levels of 10
-    behind it), an ask of 120 one tick behind the touch is large, and the 100 that rests on
+    behind it), an ask of 130 one tick behind the touch is large, and the 100 that rests on
     the bid side after its pull is its mirror: it matches the pulled order, though it is no
     larger than the usual best level it joins."""
     eng, t = warm_engine(touch_q=100.0)
-    bids, asks = book(touch_q=100.0)
-    evs = [BookSnapshot(t, bids, asks),
-           BookDelta(t + 1000, asks=((px(10003), 130.0),)),
-           BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-           BookDelta(t + 3050, bids=((px(10001), 100.0),)),
-           later_update(t + 3200), later_update(t + 3600)]
+    evs = ask_pulled_beside_a_heavy_best_bid(t) + [
+        BookDelta(t + 3050, bids=((px(10001), 100.0),)), later_update(t + 3200), later_update(t + 3600)]
     out = run(eng, evs)
     assert [(e.scheme, e.side, e.collapse["flip_mode"]) for e in out] == [("flipping", "ask", "mirror")]
 
