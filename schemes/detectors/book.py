@@ -53,8 +53,8 @@ BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of an order's remainder 
 def cancel_attributed(cancelled: float, remaining: float, level_before: float,
                       big_share: float = BIG_CANCEL_SHARE) -> float:
     """How much of a level's cancel belongs to one order of ours resting there: one large
-    cancel (>= BIG_CANCEL_SHARE of its remainder) is the order's own; smaller ones (the
-    queue's typical background cancels) only in proportion to its share of the level."""
+    cancel (>= big_share of its remainder) is the order's own; smaller ones (the queue's
+    typical background cancels) only in proportion to its share of the level."""
     if remaining <= 0 or cancelled <= 0:
         return 0.0
     if cancelled >= big_share * remaining:
