@@ -28,8 +28,8 @@ FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 FLIP_MIN_ONE_CANCEL = 0.65
 FLIP_WINDOW_MS = 800  # pull -> flip (within a second, from the first print)
 FLIP_MIN_FRACTION = 0.25  # aggressive flip: the large taker orders sum to >= this share of the pulled order ...
-FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds, a mirror too (DETECTION.md's 3, raised: busy books
-# print 3-5 taker seconds within 800 ms of an unrelated pull)
+FLIP_MIN_TAKER_SECONDS = 5.0  # ... and >= this many typical taker seconds, a mirror too (DETECTION.md's 3,
+# raised: busy books print 3-5 taker seconds within 800 ms of an unrelated pull)
 FLIP_MIN_ORDER_TAKER_SECONDS = 1.0  # a taker order counts toward the flip from this size (the crowd's are smaller)
 FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECTION.md's 50 %, raised: see below)
 # no trade confirms a mirror flip, and market makers moving their quotes look alike, so

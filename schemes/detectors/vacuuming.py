@@ -285,11 +285,11 @@ class VacuumingDetector:
             opeak = max((x[1] for x in oh if x[0] >= peak_ts - VAC_OTHER_FROM_MS), default=od)
             other_from = peak_ts - VAC_OTHER_FROM_MS
             other_cancelled = sum(c for t, c, e, px in self.sides[other].flow if t >= other_from)
-            other_elevated = opeak >= VAC_OTHER_ELEVATED * eng.base.med_depth10[other]
+            omed = eng.base.med_depth10[other]
+            other_elevated = opeak >= VAC_OTHER_ELEVATED * omed
             if self.sides[other].withdrew(other_cancelled, other_from, opeak, other_elevated):
                 st.cooldown = ts + VAC_COOLDOWN_MS  # a two-sided pull
                 continue
-            omed = eng.base.med_depth10[other]
             if omed > 0 and opeak / omed >= VAC_OTHER_DEEPER * peak / base:
                 continue  # the other side stands deeper still against its usual depth: no one-sided depth was shown
             # what the pull took that had rested: at each price, a cancel takes the quantity
