@@ -268,6 +268,48 @@ def test_a_flipping_episode_cancels_the_spoof_and_trades_the_other_way():
     assert ep.direction == "down"
 
 
+def usual_book(events, side):
+    """Medians over the events' seconds, as a rolling baseline sees them: the side's top-20
+    depth and the taker volume of one second."""
+    b = BarBuilder(BTC)
+    depth, taker, next_ms = [], {}, events[0].ts_ms
+    for e in events:
+        b.feed(e)
+        if type(e) is Trade:
+            taker[e.ts_ms // 1000] = taker.get(e.ts_ms // 1000, 0.0) + e.qty
+        elif type(e) in BOOK and e.ts_ms >= next_ms:
+            next_ms += 1000
+            depth.append(sum(q for _p, q in b.book()[0 if side == "bid" else 1][:20]))
+    seconds = range(events[0].ts_ms // 1000, events[-1].ts_ms // 1000 + 1)
+    return statistics.median(depth), statistics.median(taker.get(s, 0.0) for s in seconds)
+
+
+def test_a_spoof_is_large_against_the_books_usual_depth_not_only_the_depth_of_the_moment():
+    # DETECTION.md's large add is 15 % of the side's top-20 depth, a 30-minute baseline
+    ep = Episode("flipping", "bid", None, T0 + 20_000, T0 + 24_000, T0 + 24_150,
+                 {"size_ratio": 1.0, "depth_share": 0.3, "cancel_fraction": 1.0, "flip_mode": "mirror",
+                  "flip_ratio": 0.8, "distance_ticks": 1, "mirror_rest_ms": 2_000})
+    events = list(SimulatorSource(seed=13, episodes=[ep]).events(BTC, T0, T0 + MINUTE_MS))
+    usual_depth, _taker = usual_book(list(SimulatorSource(seed=13).events(BTC, T0, T0 + MINUTE_MS)), "bid")
+    (add,) = [c for c in side_changes(events, "bid", ep.start_ms, ep.start_ms) if c[2] > 0.1 * usual_depth]
+    assert add[2] >= 0.8 * 0.3 * usual_depth  # the calibration's usual depth, measured on other minutes
+
+
+def test_a_clear_aggressive_flip_trades_at_least_three_typical_taker_seconds():
+    ep = Episode("flipping", "ask", None, T0 + 20_000, T0 + 24_000, T0 + 24_150,
+                 {"size_ratio": 8.0, "cancel_fraction": 1.0, "flip_mode": "aggressive", "flip_ratio": 0.002,
+                  "distance_ticks": 0})
+    events = list(SimulatorSource(seed=13, episodes=[ep]).events(BTC, T0, T0 + MINUTE_MS))
+    _depth, taker_second = usual_book(list(SimulatorSource(seed=13).events(BTC, T0, T0 + MINUTE_MS)), "ask")
+    flip = sum(e.qty for e in events if type(e) is Trade and e.ts_ms == ep.end_ms and e.side == "buy")
+    assert flip >= 0.8 * 3.6 * taker_second
+    near_miss = Episode("flipping", "ask", None, T0 + 20_000, T0 + 24_000, T0 + 24_150,
+                        {**ep.parameters, "near_miss": "flip_ratio"})
+    events = list(SimulatorSource(seed=13, episodes=[near_miss]).events(BTC, T0, T0 + MINUTE_MS))
+    flip = sum(e.qty for e in events if type(e) is Trade and e.ts_ms == ep.end_ms and e.side == "buy")
+    assert flip < taker_second, "a near miss of the flip's size keeps its small flip"
+
+
 def test_a_vacuuming_episode_builds_then_pulls_one_sides_depth():
     ep = Episode("vacuuming", "ask", None, T0 + 5_000, T0 + 15_000, T0 + 15_400,
                  {"depth_multiplier": 3.0, "pull_fraction": 1.0, "levels": 5, "build_ms": 2_000})

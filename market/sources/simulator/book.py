@@ -138,6 +138,25 @@ class _Block:
         sizes = sorted(book[tk] for tk in near)
         return max(1.0, float(sizes[2]))
 
+    def usual_lots(self, what: str) -> float:
+        """The side's usual "top10" or "top20" depth or "touch" level in lots: what a rolling
+        baseline of the book holds, whatever the book shows right now."""
+        return self.src._calibration(self.prof)[what] * self.level_lots
+
+    def usual_taker_second(self) -> float:
+        """The typical taker volume of one second at this minute's activity, in lots."""
+        return self.src._calibration(self.prof)["taker_second"] * self.trade_lots * self.prof.rate_scale * self.act
+
+    def large_lots(self, is_bid: bool, d_ticks: float, size_ratio: float, depth_share: float) -> float:
+        """An order DETECTION.md calls large, d ticks behind the touch: size_ratio x the
+        typical level there and depth_share of the side's top-20 depth, measured against the
+        book as it stands and against its usual state (DETECTION.md's baselines are rolling
+        30-minute medians), so a thin moment does not make an order large."""
+        typical = self.typical_lots(is_bid, d_ticks)
+        if d_ticks < 1:
+            typical = max(typical, self.usual_lots("touch"))
+        return max(size_ratio * typical, depth_share * max(self.top_depth(is_bid, 20), self.usual_lots("top20")))
+
     # -- clock -------------------------------------------------------------------------
     def clock(self, t: float) -> None:
         dt = (t - self.t) / 1000.0

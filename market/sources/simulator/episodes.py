@@ -33,6 +33,9 @@ _DIRECTION = {
     ("vacuuming", "bid"): "down", ("vacuuming", "ask"): "up",
 }
 NEAR_MISS_SHARE = 0.25  # of random spoofing episodes: one threshold broken on purpose
+# a clear aggressive flip trades at least this many typical taker seconds (DETECTION.md's 3,
+# with the room the other clear parameters have)
+CLEAR_FLIP_TAKER_SECONDS = 3.6
 # the one parameter a near miss breaks, by scheme (see _draw_episode)
 _NEAR_MISSES = {
     "layering": ("layers", "size_ratio", "build_ms", "collapse_ms", "cancel_fraction"),
@@ -305,8 +308,7 @@ def _play_layering(stage: _Stage) -> None:
 
         def add(d=d, ratio=ratio):
             touch = blk.best(is_bid)
-            orders.append(blk.place(is_bid, touch + sign_in * d, max(
-                ratio * blk.typical_lots(is_bid, d), p.get("depth_share", 0.0) * blk.top_depth(is_bid, 20))))
+            orders.append(blk.place(is_bid, touch + sign_in * d, blk.large_lots(is_bid, d, ratio, p.get("depth_share", 0.0))))
 
         at(start + p["add_fracs"][i] * build, add)
     if p.get("opposite_trade"):
@@ -329,9 +331,8 @@ def _play_flipping(stage: _Stage) -> None:
         touch = blk.best(is_bid)
         # alone at the best: one tick inside the spread (place() keeps it off the other side)
         tick = touch - sign_in if p.get("alone_at_best") else touch + sign_in * p["distance_ticks"]
-        box.append(blk.place(is_bid, tick, max(
-            p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"]),
-            p.get("depth_share", 0.0) * blk.top_depth(is_bid, 20))))
+        box.append(blk.place(is_bid, tick, blk.large_lots(is_bid, p["distance_ticks"], p["size_ratio"],
+                                                          p.get("depth_share", 0.0))))
 
     def cancel():
         if box:
@@ -340,7 +341,11 @@ def _play_flipping(stage: _Stage) -> None:
     def flip(share=1.0):
         if not box:
             return
-        lots = int(share * p["flip_ratio"] * box[0].orig) + 1
+        lots = p["flip_ratio"] * box[0].orig
+        if p["flip_mode"] == "aggressive" and p.get("near_miss") != "flip_ratio":
+            # DETECTION.md's aggressive flip is also >= 3 typical taker seconds
+            lots = max(lots, CLEAR_FLIP_TAKER_SECONDS * blk.usual_taker_second())
+        lots = int(share * lots) + 1
         if p["flip_mode"] == "aggressive":
             blk.market(not is_bid, lots)  # a bid spoof flips to selling
         else:

@@ -8,7 +8,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from market.bars import SECOND_MS
-from market.sources.events import BookDelta, BookSnapshot, PairRef
+from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
 
 from .flow import _nice_floor
 
@@ -78,16 +78,22 @@ _RATE_MO = 2.2
 # ---------------------------------------------------------------------------------
 
 
-def _median_top10_lots(events: list, pair: PairRef, lot: float) -> float:
-    """Median top-10 depth of a side, in lots, sampled every second of a block's events
-    (both sides): the side's usual depth, as a rolling baseline of the book would see it."""
+def _usual_book(events: list, pair: PairRef, lot: float) -> dict:
+    """What a rolling baseline of the book sees in a block's events, in lots: the medians of
+    a side's top-10 depth, top-20 depth and best level (both sides, sampled every second)
+    and of the taker volume per second."""
     from market.sources.bar_builder import BarBuilder  # local: keeps the import graph flat
 
     replay = BarBuilder(pair)
-    samples = []
+    samples: dict = {"top10": [], "top20": [], "touch": []}
+    taker: dict = {}
     next_ms = None
     for ev in events:
         replay.feed(ev)
+        if isinstance(ev, Trade):
+            sec = ev.ts_ms // SECOND_MS
+            taker[sec] = taker.get(sec, 0.0) + ev.qty / lot
+            continue
         if not isinstance(ev, (BookSnapshot, BookDelta)):
             continue
         if next_ms is None:
@@ -95,9 +101,21 @@ def _median_top10_lots(events: list, pair: PairRef, lot: float) -> float:
         if ev.ts_ms >= next_ms:
             next_ms += SECOND_MS
             for levels in replay.book():
-                samples.append(sum(q for _p, q in levels[:10]) / lot)
-    samples.sort()
-    return samples[len(samples) // 2] if samples else 0.0
+                samples["top10"].append(sum(q for _p, q in levels[:10]) / lot)
+                samples["top20"].append(sum(q for _p, q in levels[:20]) / lot)
+                samples["touch"].append(levels[0][1] / lot if levels else 0.0)
+    out = {key: _median(vals) for key, vals in samples.items()}
+    if events:
+        seconds = range(events[0].ts_ms // SECOND_MS, events[-1].ts_ms // SECOND_MS + 1)
+        out["taker_second"] = _median([taker.get(sec, 0.0) for sec in seconds])
+    else:
+        out["taker_second"] = 0.0
+    return out
+
+
+def _median(vals: list) -> float:
+    vals = sorted(vals)
+    return vals[len(vals) // 2] if vals else 0.0
 
 
 def _grid_distances(c: float, half_spread: float, d_max: float) -> list:

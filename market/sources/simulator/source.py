@@ -16,7 +16,7 @@ from .bars import _synth_bar
 from .book import _Block
 from .episodes import HARD_NEGATIVES, SCHEMES, _MAX_SPAN_MIN, _draw_episode, _with_defaults
 from .flow import _BOOK_SPAN, _EXCHANGE_ACTIVITY, _MARKET_SIGMA, _Octaves, _QUOTE_ACTIVITY, _USD_TICKS, _asset, _decimals, stable_hash
-from .profiles import _CYCLE_MEAN, _OCCUPANCY, _Profile, _grid_count, _grid_distances, _median_top10_lots, _solve_c
+from .profiles import _CYCLE_MEAN, _OCCUPANCY, _Profile, _grid_count, _grid_distances, _solve_c, _usual_book
 
 if TYPE_CHECKING:
     from .episodes import Episode
@@ -391,7 +391,10 @@ class SimulatorSource:
                 vals["var_excess"] = max(0.0, (bar.price_variance - path_var) / (path_mean * path_mean))
             else:
                 vals["ext"] = vals["var_excess"] = 0.0
-            vals["top10"] = _median_top10_lots(events, prof.pair, lot) / blk.level_lots
+            usual = _usual_book(events, prof.pair, lot)
+            for key in ("top10", "top20", "touch"):
+                vals[key] = usual[key] / blk.level_lots
+            vals["taker_second"] = usual["taker_second"] / (blk.trade_lots * rate)
             for key, v in vals.items():
                 acc[key] = acc.get(key, 0.0) + v
             n += 1
