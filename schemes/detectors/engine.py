@@ -32,7 +32,10 @@ LARGE_LEVEL_MULT = 3.0
 LARGE_DEPTH_SHARE = 0.06
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
 RECORD_TTL_MS = 45_000
-MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull
+MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull ...
+# ... counting the adds of at least this share of the (smallest) pulled order: a moved order
+# comes back whole, while a netted batch of a busy book also holds the side's own small adds
+MOVED_MIN_PIECE = 0.25
 
 # Confidence = 0.95 * sum(w * ramp(feature)) / sum(w), per scheme. Ramps are linear
 # between (lo, hi) and clipped to 0..1 (see RAMPS); a feature missing for a scheme has no weight.
@@ -333,15 +336,17 @@ class DetectorEngine:
     @staticmethod
     def _without_moves(pulled: list, changes) -> list:
         """Drop the pulls that were moves: when the same update adds at least
-        MOVED_SHARE of the pulled quantity back on the same side, the orders were re-priced
-        (a peg following the touch, a quote refresh), not withdrawn. The moved orders are
-        spent; their new places are new large adds."""
+        MOVED_SHARE of the pulled quantity back on the same side, in pieces of at least
+        MOVED_MIN_PIECE of a pulled order, the orders were re-priced (a peg following the
+        touch, a quote refresh), not withdrawn. The moved orders are spent; their new places
+        are new large adds."""
         keep = []
         for side in ("bid", "ask"):
             mine = [r for r in pulled if r.side == side]
             if not mine:
                 continue
-            added = sum(ch.added for ch in changes if ch.side == side and ch.added > 0)
+            piece = max(MOVED_MIN_PIECE * min(r.cancelled for r in mine), 1e-12)
+            added = sum(ch.added for ch in changes if ch.side == side and ch.added >= piece)
             if added >= MOVED_SHARE * sum(r.cancelled for r in mine):
                 for r in mine:
                     r.used = True

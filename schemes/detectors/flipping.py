@@ -20,7 +20,8 @@ FLIP_MIN_BASELINE_DEPTH_SHARE = 0.11  # ... and of its 30-minute median: a thin 
 FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 # an order gone this soon was hardly seen, so it misled nobody: price running through a
-# level or a quote replaced at once looks like this
+# level or a quote replaced at once looks like this. On a netted feed, counted from the end
+# of the batch that showed it: an order in one published book only was hardly seen either
 FLIP_MIN_LIFE_MS = 100
 FLIP_MIN_CANCELLED = 0.75  # share of the order cancelled by the pull
 # ... most of it in one cancel: a spoof is withdrawn, not worn down by the queue's own cancels
@@ -98,7 +99,8 @@ class FlippingDetector:
             return []
         if (rec.pull_dist_ticks or 0.0) / eng.tracker.scale > FLIP_MAX_PULL_DIST_SCALED:
             return []  # price had long left the order behind: a stale quote withdrawn
-        if not FLIP_MIN_LIFE_MS <= ts - rec.t_add <= FLIP_MAX_LIFE_MS or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
+        if not FLIP_MIN_LIFE_MS + eng.tracker.batch_ms <= ts - rec.t_add <= FLIP_MAX_LIFE_MS \
+                or rec.executed > FLIP_MAX_EXECUTED * rec.qty:
             return []
         if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or not rec.withdrawn_at_once(FLIP_MIN_ONE_CANCEL):
             return []

@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
-from schemes.detectors import DetectorEngine, SchemeEvent, flipping, layering, vacuuming
+from schemes.detectors import DetectorEngine, SchemeEvent, engine, flipping, layering, vacuuming
 from schemes.detectors.book import cancel_attributed
 
 PAIR = PairRef("test", "AAA", "USD")
@@ -247,6 +247,36 @@ def test_on_a_netted_feed_a_flip_printed_in_the_batch_that_shows_the_pull_counts
     out = run(eng, evs)
     assert [(e.scheme, e.side) for e in out] == [("flipping", "bid")]
     assert out[0].collapse["flip_latency_ms"] == 0
+
+
+def netted_bid_flip(t, life_ms, other_adds=()):
+    """Netted in 100 ms batches: a bid of 120 joins the touch, is pulled life_ms later in a
+    batch that also shows the sells into the bids (and other_adds: (tick, qty) put on other
+    bid levels in that batch)."""
+    pull = t + 1000 + life_ms
+    return [snapshot(t), BookDelta(t + 1000, bids=((px(10000), 130.0),)),
+            Trade(pull - 70, px(9999), 10.0, "sell"), Trade(pull - 70, px(9998), 10.0, "sell"),
+            Trade(pull - 70, px(9997), 10.0, "sell"),
+            BookDelta(pull, bids=((px(10000), 10.0), (px(9999), 0.0), (px(9998), 0.0), (px(9997), 0.0),
+                                  *((px(tk), 10.0 + q) for tk, q in other_adds)))]
+
+
+def test_on_a_netted_feed_an_order_in_one_published_book_only_is_not_flipping():
+    eng, t = warm_engine(batch_ms=100)
+    assert run(eng, netted_bid_flip(t, 100)) == []
+    eng, t = warm_engine(batch_ms=100)
+    assert [(e.scheme, e.side) for e in run(eng, netted_bid_flip(t, 200))] == [("flipping", "bid")]
+
+
+def test_a_pull_in_a_batch_with_the_sides_own_small_adds_is_no_move(monkeypatch):
+    """The batch that pulls the bid of 120 also adds 12 to each of eight deeper bid levels
+    (96 in all, 80 % of the order): the book's own flow, not the order put back."""
+    small_adds = [(9990 - i, 12.0) for i in range(8)]
+    eng, t = warm_engine(batch_ms=100)
+    assert [(e.scheme, e.side) for e in run(eng, netted_bid_flip(t, 3000, small_adds))] == [("flipping", "bid")]
+    monkeypatch.setattr(engine, "MOVED_MIN_PIECE", 0.0)
+    eng, t = warm_engine(batch_ms=100)
+    assert run(eng, netted_bid_flip(t, 3000, small_adds)) == []
 
 
 def aggressive_bid_flip(t, size, next_levels=10.0):
