@@ -114,7 +114,7 @@ class FlippingDetector:
             return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
         watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - FLIP_VETO_BEFORE_MS,
-                                                                eng.base.med_depth10[rec.side])
+                                                                eng.base.med_depth10[rec.side], rec.qty)
         self.watches.append(watch)
         out = []
         if eng.tracker.batch_ms:
@@ -238,7 +238,7 @@ class FlippingDetector:
         # cancels on the side's other levels not put back, from FLIP_VETO_BEFORE_MS before the
         # pull (counted then) and after it
         usual = eng.base.med_depth10[rec.side]
-        others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1, usual)
+        others = w.others_pulled + eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, w.t_pull + 1, usual, rec.qty)
         return eng.vacuuming.claims(rec.side, ts) or (
             others >= FLIP_MAX_OTHERS_PULLED * rec.cancelled and others >= FLIP_VETO_OTHERS_OF_DEPTH10 * usual)
 

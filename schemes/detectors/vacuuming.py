@@ -139,14 +139,16 @@ class VacuumingDetector:
             s.adds.clear()
         self.pending.clear()
 
-    def cancelled_elsewhere(self, side: str, price: float, since_ms: int, usual_depth: float) -> float:
+    def cancelled_elsewhere(self, side: str, price: float, since_ms: int, usual_depth: float,
+                            own_qty: float = 0.0) -> float:
         """Quantity the side's top-10 levels other than `price` lost to cancels since since_ms
         (as far back as the pull window reaches) and did not get back there: a side that
-        re-quotes stays. While the side stands at VAC_OTHER_ELEVATED x its usual top-10 depth,
-        every cancel counts (a side showing unusual depth that cancels is withdrawing)."""
+        re-quotes stays. While the side stands at VAC_OTHER_ELEVATED x its usual top-10 depth
+        without the order of own_qty at `price` (which is not the side's depth shown by
+        others), every cancel counts (a side showing unusual depth that cancels is withdrawing)."""
         st = self.sides[side]
         cancelled = sum(c for t, c, e, px in st.flow if t >= since_ms and px != price)
-        elevated = max((x[1] for x in st.hist), default=0.0) >= VAC_OTHER_ELEVATED * usual_depth
+        elevated = max((x[1] for x in st.hist), default=0.0) - own_qty >= VAC_OTHER_ELEVATED * usual_depth
         return st.not_put_back(cancelled, since_ms, elevated, price)
 
     def claims(self, side: str, ts: int) -> bool:

@@ -344,6 +344,25 @@ def test_cancels_on_other_levels_before_the_pull_are_counted_once():
     assert [(e.scheme, e.side) for e in out] == [("flipping", "bid")]
 
 
+def test_the_flipped_order_itself_does_not_make_its_side_look_vacuumed(monkeypatch):
+    """A bid of 120 at the touch doubles the side's top-10 depth (100 -> 220) while a market
+    maker re-quotes a deeper bid level (10 cancelled and put back every 50 ms, 140 in the
+    pull's window): the side re-quotes and stays. Read as a side elevated by others, whose
+    every cancel counts, those cancels were a vacuum and the flip was dropped."""
+    def churned_flip():
+        eng, t = warm_engine()
+        evs = [snapshot(t), *aggressive_bid_flip(t, 120.0)]
+        for ts in range(t + 3300, t + 4000, 50):
+            evs += [BookDelta(ts, bids=((px(9995), 0.0),)), BookDelta(ts + 10, bids=((px(9995), 10.0),))]
+        return run(eng, sorted(evs, key=lambda e: e.ts_ms))
+
+    assert [(e.scheme, e.side) for e in churned_flip()] == [("flipping", "bid")]
+    real = vacuuming.VacuumingDetector.cancelled_elsewhere
+    monkeypatch.setattr(vacuuming.VacuumingDetector, "cancelled_elsewhere",
+                        lambda self, side, price, since, usual, own_qty=0.0: real(self, side, price, since, usual))
+    assert churned_flip() == []
+
+
 def test_a_few_ordinary_cancels_elsewhere_do_not_make_a_flip_a_vacuum():
     """29 cancelled on three other bid levels around a pull of 29 matches the pull, but is
     under 30 % of the side's usual top-10 depth of 100: the book's own flow."""
