@@ -308,7 +308,8 @@ def _play_layering(stage: _Stage) -> None:
 
         def add(d=d, ratio=ratio):
             touch = blk.best(is_bid)
-            orders.append(blk.place(is_bid, touch + sign_in * d, blk.large_lots(is_bid, d, ratio, p.get("depth_share", 0.0))))
+            lots = blk.large_lots(is_bid, d, ratio, p.get("depth_share", 0.0))
+            orders.append(blk.place(is_bid, touch + sign_in * d, lots))
 
         at(start + p["add_fracs"][i] * build, add)
     if p.get("opposite_trade"):
