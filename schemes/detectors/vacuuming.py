@@ -140,7 +140,7 @@ class VacuumingDetector:
         self.pending.clear()
 
     def cancelled_elsewhere(self, side: str, price: float, since_ms: int, usual_depth: float,
-                            own_qty: float = 0.0) -> float:
+                            own_qty: float) -> float:
         """Quantity the side's top-10 levels other than `price` lost to cancels since since_ms
         (as far back as the pull window reaches) and did not get back there: a side that
         re-quotes stays. While the side stands at VAC_OTHER_ELEVATED x its usual top-10 depth

@@ -359,7 +359,7 @@ def test_the_flipped_order_itself_does_not_make_its_side_look_vacuumed(monkeypat
     assert [(e.scheme, e.side) for e in churned_flip()] == [("flipping", "bid")]
     real = vacuuming.VacuumingDetector.cancelled_elsewhere
     monkeypatch.setattr(vacuuming.VacuumingDetector, "cancelled_elsewhere",
-                        lambda self, side, price, since, usual, own_qty=0.0: real(self, side, price, since, usual))
+                        lambda self, side, price, since, usual, own_qty: real(self, side, price, since, usual, 0.0))
     assert churned_flip() == []
 
 
