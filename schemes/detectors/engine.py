@@ -36,6 +36,9 @@ MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a
 # ... counting the adds of at least this share of the (smallest) pulled order: a moved order
 # comes back whole, while a netted batch of a busy book also holds the side's own small adds
 MOVED_MIN_PIECE = 0.25
+# ... placed among the side's this many best levels: an order re-placed deeper than the book
+# anyone reads is withdrawn, not moved
+MOVED_MAX_LEVEL = 20
 
 # Confidence = 0.95 * sum(w * ramp(feature)) / sum(w), per scheme. Ramps are linear
 # between (lo, hi) and clipped to 0..1 (see RAMPS); a feature missing for a scheme has no weight.
@@ -346,7 +349,8 @@ class DetectorEngine:
             if not mine:
                 continue
             piece = max(MOVED_MIN_PIECE * min(r.cancelled for r in mine), 1e-12)
-            added = sum(ch.added for ch in changes if ch.side == side and ch.added >= piece)
+            added = sum(ch.added for ch in changes
+                        if ch.side == side and ch.added >= piece and ch.level_index < MOVED_MAX_LEVEL)
             if added >= MOVED_SHARE * sum(r.cancelled for r in mine):
                 for r in mine:
                     r.used = True

@@ -279,6 +279,16 @@ def test_a_pull_in_a_batch_with_the_sides_own_small_adds_is_no_move(monkeypatch)
     assert run(eng, netted_bid_flip(t, 3000, small_adds)) == []
 
 
+def test_an_order_re_placed_beyond_the_sides_twenty_best_levels_was_withdrawn_not_moved():
+    """The batch that pulls the bid of 120 adds 110 on one other bid level: among the side's
+    ten best that is the order moved; 22 levels deep, where no one reads the book, it is
+    the order withdrawn (and the flip is found)."""
+    eng, t = warm_engine(batch_ms=100)
+    assert run(eng, netted_bid_flip(t, 3000, [(9990, 110.0)])) == []
+    eng, t = warm_engine(batch_ms=100)
+    assert [(e.scheme, e.side) for e in run(eng, netted_bid_flip(t, 3000, [(9975, 110.0)]))] == [("flipping", "bid")]
+
+
 def aggressive_bid_flip(t, size, next_levels=10.0):
     """A bid of `size` joins the touch (a level of 10), is pulled 3 s later, and 30 is sold
     into the bids at once."""
