@@ -246,6 +246,35 @@ class DetectorEngine:
             i -= 1
         return taker[i:]
 
+    def ran_over(self, rec, ts: int) -> bool:
+        """The order's pull took the whole best level away after price had come to it (it
+        was added behind the touch): price ran through a stale level, no pull. Except on a
+        netted feed when one taker order (the prints of one millisecond) of the pull's batch
+        printed against the side both ahead of the order's price and beyond it: it went past
+        that price without taking the order, so the order had been withdrawn before price
+        came to it (the sweep that followed arrived in the same batch and emptied the levels
+        in front)."""
+        if not rec.pull_emptied_touch or rec.dist_ticks <= 0:
+            return False
+        if not self.tracker.batch_ms:
+            return True
+        price = rec.price
+        sign = 1.0 if rec.side == "bid" else -1.0  # > 0: ahead of the order (nearer the other side)
+        cur, ahead, beyond = None, False, False
+        for trade_ts, side, _qty, px in self.taker_since(ts - self.tracker.batch_ms):
+            if side != rec.side or trade_ts > ts:
+                continue
+            if trade_ts != cur:
+                cur, ahead, beyond = trade_ts, False, False
+            d = sign * (px - price)
+            if d > 0:
+                ahead = True
+            elif d < 0:
+                beyond = True
+            if ahead and beyond:
+                return False
+        return True
+
     def _on_trade(self, trade) -> list:
         side = self.tracker.on_trade(trade)
         self._taker.append((trade.ts_ms, side, trade.qty, trade.price))

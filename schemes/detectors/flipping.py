@@ -104,7 +104,7 @@ class FlippingDetector:
             return []
         if rec.cancelled < FLIP_MIN_CANCELLED * rec.qty or not rec.withdrawn_at_once(FLIP_MIN_ONE_CANCEL):
             return []
-        if rec.pull_emptied_touch and rec.dist_ticks > 0 and not self._passed_over(eng, rec, ts):
+        if eng.ran_over(rec, ts):
             return []  # the whole best level went: price ran through it (a stale quote), no pull
         together = sum(1 for r in eng.records[rec.side]
                        if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
@@ -126,32 +126,6 @@ class FlippingDetector:
                 if side == rec.side and beyond(price) and not watch.done:
                     out.extend(self._take(eng, watch, trade_ts, qty, ts))
         return out
-
-    @staticmethod
-    def _passed_over(eng, rec, ts: int) -> bool:
-        """On a netted feed: one taker order (the prints of one millisecond) of the pull's
-        batch printed against the side both ahead of the order's price and beyond it. It
-        went past that price without taking the order, so the order had been withdrawn
-        before price came to it: a pull (its flip's sweep arrived in the same batch and
-        emptied the levels in front), not price running through a stale level."""
-        if not eng.tracker.batch_ms:
-            return False
-        price = rec.price
-        sign = 1.0 if rec.side == "bid" else -1.0  # > 0: ahead of the order (nearer the other side)
-        cur, ahead, beyond = None, False, False
-        for trade_ts, side, _qty, px in eng.taker_since(ts - eng.tracker.batch_ms):
-            if side != rec.side or trade_ts > ts:
-                continue
-            if trade_ts != cur:
-                cur, ahead, beyond = trade_ts, False, False
-            d = sign * (px - price)
-            if d > 0:
-                ahead = True
-            elif d < 0:
-                beyond = True
-            if ahead and beyond:
-                return True
-        return False
 
     def on_trade(self, eng, trade, book_side: str, ts: int) -> list:
         out = []

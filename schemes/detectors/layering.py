@@ -44,8 +44,8 @@ class LayeringDetector:
         this pull closes on the same side."""
         if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return []
-        if not rec.withdrawn_at_once(LAYER_MIN_ONE_CANCEL):
-            return []
+        if not rec.withdrawn_at_once(LAYER_MIN_ONE_CANCEL) or eng.ran_over(rec, ts):
+            return []  # worn down, or price came to it and ran through its level
         if ts - rec.t_add > LAYER_MAX_HOLD_MS:
             return []
         out = []

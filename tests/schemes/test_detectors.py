@@ -82,6 +82,21 @@ def layering_events(t, side="ask"):
     return evs
 
 
+def test_large_asks_that_price_came_to_and_ran_through_are_not_layers(monkeypatch):
+    """The four large asks rest 5 s; then price rises through the book: each ask's level
+    goes whole as it becomes the best (a stale quote run over), no pull."""
+    def ran_through(t):
+        evs = [e for e in layering_events(t) if not (isinstance(e, BookDelta) and e.ts_ms >= t + 7000)]
+        gone = tuple((px(tk), 0.0) for tk in range(10002, 10008))
+        return evs[:-1] + [BookDelta(t + 7000, asks=gone), evs[-1]]
+
+    eng, t = warm_engine()
+    assert run(eng, ran_through(t)) == []
+    monkeypatch.setattr(DetectorEngine, "ran_over", lambda self, rec, ts: False)
+    eng, t = warm_engine()
+    assert [e.scheme for e in run(eng, ran_through(t))] == ["layering"]
+
+
 def test_layering_detected_with_side_and_direction():
     eng, t = warm_engine()
     out = run(eng, layering_events(t, "ask"))
