@@ -194,6 +194,10 @@ class BookTracker:
         a = self.asks
         return sum(a[p] for p in self.ak[:n])
 
+    def top_prices(self, side: str, n: int) -> list:
+        """The prices of the side's n best levels."""
+        return self.bk[-n:] if side == "bid" else self.ak[:n]
+
     def dist_ticks(self, side: str, price: float, touch: float | None) -> float:
         if touch is None:
             return 0.0

@@ -43,15 +43,19 @@ VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this
 
 class _Side:
     __slots__ = ("hist", "flow", "elev_start", "elev_end", "cooldown", "last_event_ts", "peak_start", "slow",
-                 "before_elevation", "cancelled_total", "adds")
+                 "before_elevation", "cancelled_total", "adds", "seen_top", "top")
 
     def __init__(self):
         self.hist = deque()  # (ts, top-10 depth)
         self.slow = deque()  # (ts, top-10 depth) every ~250 ms over the last VAC_BEFORE_MS
         self.before_elevation = None  # the lowest depth in the VAC_BEFORE_MS before the elevation began
-        self.cancelled_total = 0.0  # all cancels in the top 10 levels so far
-        self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels
+        self.cancelled_total = 0.0  # all cancels in the top 10 levels (see `top`) so far
+        self.flow = deque()  # (ts, cancelled, executed, price) in the top 10 levels, or pushed out of them
         self.adds = deque()  # (ts, price, quantity change, distance in ticks) of the top 10 levels
+        # the prices of the side's ten best levels, and price -> until when it stood among them:
+        # a level that new small levels in front pushed out is still the depth the peak showed
+        self.top: tuple = ()
+        self.seen_top: dict = {}
         self.elev_start = None
         self.elev_end = None
         self.cooldown = 0
@@ -137,6 +141,8 @@ class VacuumingDetector:
             s.hist.clear()
             s.flow.clear()
             s.adds.clear()
+            s.seen_top.clear()
+            s.top = ()
         self.pending.clear()
 
     def cancelled_elsewhere(self, side: str, price: float, since_ms: int, usual_depth: float,
@@ -195,10 +201,12 @@ class VacuumingDetector:
         for ch in changes:
             side = ch.side
             touched.add(side)
-            if ch.level_index >= 10:
-                continue
             st = self.sides[side]
-            st.adds.append((ts, ch.price, ch.new - ch.old, ch.dist_ticks))
+            if ch.level_index >= 10:
+                if ch.price not in st.top and ts - st.seen_top.get(ch.price, -VAC_WINDOW_MS - 1) > VAC_WINDOW_MS:
+                    continue
+            else:
+                st.adds.append((ts, ch.price, ch.new - ch.old, ch.dist_ticks))
             if ch.cancelled > 0 or ch.executed > 0:
                 canc = 0.0 if (ch.runover or ch.scrolled) else ch.cancelled
                 st.flow.append((ts, canc, ch.executed, ch.price))
@@ -208,6 +216,12 @@ class VacuumingDetector:
                 continue
             st = self.sides[side]
             d = eng.tracker.top_depth(side, 10)
+            seen = st.seen_top
+            for px in st.top:  # they stood there until this update
+                seen[px] = ts
+            st.top = tuple(eng.tracker.top_prices(side, 10))
+            if len(seen) > 200:
+                st.seen_top = {px: t for px, t in seen.items() if ts - t <= VAC_WINDOW_MS}
             base = eng.base.med_depth10[side]
             hist = st.hist
             hist.append((ts, d))

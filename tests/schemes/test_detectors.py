@@ -486,6 +486,25 @@ def test_a_side_pulled_by_three_orders_is_vacuuming():
     assert [(e.scheme, e.side) for e in run(eng, evs)] == [("vacuuming", "bid")]
 
 
+def test_depth_pushed_out_of_the_ten_best_levels_by_small_bids_in_front_is_still_pulled():
+    """Bids raised to 60 on levels 4-7; buyers lift five ask levels and five small bids
+    follow price up in front, so two of the raised levels stand 11th and 12th when all four
+    are pulled. They made the depth's peak, so their cancels are the pull's."""
+    eng, t = warm_engine()
+    raised = [9997, 9996, 9995, 9994]
+    evs = [snapshot(t)]
+    evs += [BookDelta(t + 1000 + 300 * i, bids=((px(tk), 60.0),)) for i, tk in enumerate(raised)]
+    lifted = range(10002, 10007)
+    evs += [Trade(t + 5700, px(tk), 10.0, "buy") for tk in lifted]
+    evs.append(BookDelta(t + 5700, asks=tuple((px(tk), 0.0) for tk in lifted)))
+    evs.append(BookDelta(t + 5800, bids=tuple((px(tk), 1.0) for tk in range(10001, 10006))))
+    evs += [BookDelta(t + 6000 + 100 * i, bids=((px(tk), 10.0),)) for i, tk in enumerate(raised)]
+    hit = range(10005, 9990, -1)  # sellers take the bids down to 9991: price falls into the gap
+    evs += [Trade(t + 6500, px(tk), 1.0 if tk > 10000 else 10.0, "sell") for tk in hit]
+    evs.append(BookDelta(t + 6500, bids=tuple((px(tk), 0.0) for tk in hit)))
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("vacuuming", "bid")]
+
+
 def test_vacuuming_with_most_of_the_depth_on_one_level():
     """Two orders of 50 at the touch and 30 on two levels behind it: no single order
     dominates, so this is the side's depth being pulled."""
