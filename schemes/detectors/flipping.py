@@ -106,11 +106,11 @@ class FlippingDetector:
             return []
         if eng.ran_over(rec, ts):
             return []  # the whole best level went: price ran through it (a stale quote), no pull
-        together = sum(1 for r in eng.records[rec.side]
-                       if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
-                       and r.t_pulled is not None and ts - r.t_pulled <= 1000
-                       and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL))
-        if together >= 2:
+        together = {r.price for r in eng.records[rec.side]
+                    if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
+                    and r.t_pulled is not None and ts - r.t_pulled <= 1000
+                    and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL)}
+        if len(together) >= 2:
             return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)
         watch.others_pulled = eng.vacuuming.cancelled_elsewhere(rec.side, rec.price, ts - FLIP_VETO_BEFORE_MS,

@@ -316,6 +316,24 @@ def aggressive_bid_flip(t, size, next_levels=10.0):
                                       (px(9998), next_levels - 10.0)))]
 
 
+def test_a_flip_pulled_with_two_large_orders_at_one_other_price_is_still_flipping():
+    """Two bids of 40 join the level 9995 and are pulled with the bid of 120: one other
+    price is no ladder of layers. At two other prices they are (and the pull is no flip)."""
+    def flip_with(prices):
+        evs = [snapshot(t)] + aggressive_bid_flip(t, 120.0)
+        level: dict = {}
+        for i, tk in enumerate(prices):
+            level[tk] = level.get(tk, 10.0) + 40.0
+            evs.insert(2 + i, BookDelta(t + 1100 + 100 * i, bids=((px(tk), level[tk]),)))
+        evs.insert(2 + len(prices), BookDelta(t + 3900, bids=tuple((px(tk), 10.0) for tk in level)))
+        return [(e.scheme, e.side) for e in run(eng, evs)]
+
+    eng, t = warm_engine()
+    assert flip_with([9995, 9995]) == [("flipping", "bid")]
+    eng, t = warm_engine()
+    assert flip_with([9995, 9994]) == []
+
+
 def test_flipping_weighs_the_order_against_the_book_as_it_stood():
     """An order of 60 is 12 % of the usual top-20 depth of 500 but 30 % of the book when
     the deep levels have thinned out: what the market saw was a large order."""
