@@ -169,7 +169,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 6
+    STATE_VERSION = 7
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
