@@ -28,6 +28,30 @@ gc.freeze()
 gc.set_threshold(50_000, 50, 100)
 
 
+def _daphne_requests_skip_form_parsing() -> None:
+    """Twisted parses every POST's Content-Type with the `email` package and, for a form,
+    its body into `request.args`, which daphne never reads (it hands the raw body to ASGI and
+    Django parses it): 0.25 ms of a counted POST's CPU (docs/DECISIONS.md). Twisted's
+    Request takes `parsePOSTFormSubmission=False` for this; daphne builds its requests from
+    the module's `WebRequest`, so that name gets a subclass that passes it."""
+    try:
+        from daphne import http_protocol
+    except ImportError:  # served by another ASGI server
+        return
+    if getattr(http_protocol.WebRequest, "skips_form_parsing", False):
+        return
+
+    class WebRequest(http_protocol.WebRequest):
+        skips_form_parsing = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs, parsePOSTFormSubmission=False)
+
+    http_protocol.WebRequest = WebRequest
+
+
+_daphne_requests_skip_form_parsing()
+
 application = ProtocolTypeRouter({
     "http": URLRouter([*sse.urlpatterns, re_path(r"", django_application)]),
 })

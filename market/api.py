@@ -93,7 +93,8 @@ class SeriesView(AccountAPIView):
             raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
         keep, sides = self.columns(given.get("side"))
         bars = bars_range(pair=pair, granularity=RESOLUTIONS[resolution][0], from_ms=_day_ms(start),
-                          to_ms=_day_ms(end) + 86_400_000)  # not end + 1 day: 9999-12-31 has none
+                          to_ms=_day_ms(end) + 86_400_000,  # not end + 1 day: 9999-12-31 has none
+                          columns=series.METRICS[self.metric]["columns"])
         rows = series.rows(bars, self.metric, resolution, keep=keep, rounding=pair.rounding)
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
                 "metric_type": self.metric, "sides": sides, "resolution": resolution,

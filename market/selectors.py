@@ -52,29 +52,35 @@ def pairs_streamable() -> QuerySet[Pair]:
             .filter(streamable=True, exchange__is_active=True))
 
 
-def _bars_range_sql(granularity: str) -> str:
+def _bars_range_sql(granularity: str, columns: tuple[str, ...]) -> str:
     meta = BAR_MODELS[granularity]._meta
-    columns = ", ".join(connection.ops.quote_name(meta.get_field(name).column) for name in BAR_FIELDS)
-    return (f"SELECT {columns} FROM {connection.ops.quote_name(meta.db_table)} "
+    names = ", ".join(connection.ops.quote_name(meta.get_field(name).column) for name in columns)
+    return (f"SELECT {names} FROM {connection.ops.quote_name(meta.db_table)} "
             "WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s ORDER BY ts_ms")
 
 
-_BARS_RANGE_SQL: dict[str, str] = {}
+_BARS_RANGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
-def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int) -> Iterator[Bar]:
-    """Stored bars with from_ms <= ts_ms < to_ms in time order. Callers bound the range
-    (series endpoints cap it), so one plain fetch beats a server-side cursor. The statement
-    is written once per bar table: the ORM built the same one on every series request,
-    half the request's CPU (docs/BENCHMARKS.md)."""
-    sql = _BARS_RANGE_SQL.get(granularity)
+def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
+               columns: tuple[str, ...] = BAR_FIELDS) -> Iterator[Bar]:
+    """Stored bars with from_ms <= ts_ms < to_ms in time order, with the given columns
+    (ts_ms among them; the others keep Bar's defaults). Callers bound the range (series
+    endpoints cap it), so one plain fetch beats a server-side cursor. The statement is
+    written once per bar table and columns: the ORM built the same one on every series
+    request, half the request's CPU (docs/BENCHMARKS.md)."""
+    sql = _BARS_RANGE_SQL.get((granularity, columns))
     if sql is None:
-        sql = _BARS_RANGE_SQL[granularity] = _bars_range_sql(granularity)
+        sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
     with connection.cursor() as cursor:
         cursor.execute(sql, [pair.pk, from_ms, to_ms])
         rows = cursor.fetchall()
-    for row in rows:
-        yield Bar(*row)
+    if columns == BAR_FIELDS:
+        for row in rows:
+            yield Bar(*row)
+    else:
+        for row in rows:
+            yield Bar(**dict(zip(columns, row)))
 
 
 def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[str]]]:

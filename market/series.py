@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 
 from .bars import Bar
 from .precision import NOISE_ONLY, Rounding
 
 
+# A series names the same days and hours request after request, and formatting a date was
+# a third of the cost of a row (docs/BENCHMARKS.md): each label is formatted once per process.
+@lru_cache(maxsize=20_000)
 def _day(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
+@lru_cache(maxsize=20_000)
 def _hour(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:00:00Z")
 
@@ -55,11 +60,18 @@ def spread(bar: Bar) -> dict | None:
             "spread_bps_min": bar.spread_bps_min, "spread_bps_max": bar.spread_bps_max}
 
 
+# "columns": the stored bar fields a metric's rows read (ts_ms first); the others are not
+# fetched (the whole bar is three times the columns and most of a request's fetch)
 METRICS = {
-    "candlestick": {"row": candlestick, "sides": ["ohlc"]},
-    "limit_orders": {"row": limit_orders, "sides": ["bid", "ask"]},
-    "trades": {"row": trades, "sides": ["buy", "sell"]},
-    "spread": {"row": spread, "sides": ["bid", "ask"]},
+    "candlestick": {"row": candlestick, "sides": ["ohlc"], "columns": (
+        "ts_ms", "trade_count", "open", "high", "low", "close", "price_mean", "price_m2")},
+    "limit_orders": {"row": limit_orders, "sides": ["bid", "ask"], "columns": (
+        "ts_ms", "book_samples", "bid_amount_sum", "ask_amount_sum", "bid_notional_sum", "ask_notional_sum",
+        "bid_orders_sum", "ask_orders_sum")},
+    "trades": {"row": trades, "sides": ["buy", "sell"], "columns": (
+        "ts_ms", "trade_count", "volume", "buy_volume", "sell_volume", "notional")},
+    "spread": {"row": spread, "sides": ["bid", "ask"], "columns": (
+        "ts_ms", "quote_count", "bid_price", "ask_price", "spread_bps_sum", "spread_bps_min", "spread_bps_max")},
 }
 LIMIT_ORDER_SIDES = {
     "bid": ("bid_amount", "bid_notional", "bid_orders"),

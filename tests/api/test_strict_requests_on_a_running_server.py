@@ -30,6 +30,12 @@ def test_unknown_fields_and_wrong_methods_are_refused_with_a_message_naming_them
         assert http.get("/api/v1/streams/binance/BTC/USDT/schemes", params={"lookback_hours": 2}).status_code in (200, 402)
         assert http.get("/api/v1/me/usage", params={"month": "2026-10"}).status_code == 400
 
+        # a form body reaches the API as it came (the server does not parse it first): not JSON
+        form = http.post("/api/v1/market/candlestick", data=CANDLES)
+        multipart = http.post("/api/v1/market/candlestick", data=CANDLES, files={"f": ("a.csv", b"x")})
+        for refused in (form, multipart):
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_json"
+
         wrong = http.get("/api/v1/market/candlestick")
         assert wrong.status_code == 405
         error = wrong.json()["error"]

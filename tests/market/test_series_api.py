@@ -174,3 +174,20 @@ def test_rank_top_needs_streaming(make_account, client_for, btc):
     account.save()
     client = client_for(api_key_create(account=account, name="k").plaintext)
     assert client.get("/api/v1/rank/top?exchange=binance").status_code == 403
+
+
+@pytest.mark.parametrize("metric", ["candlestick", "limit_orders", "trades", "spread"])
+def test_each_series_reads_only_the_columns_it_fetches(metric):
+    """A series fetches only its metric's columns: its rows from those columns are the rows
+    from the whole bar (a column left out would silently read as Bar's default)."""
+    import random
+
+    from market import series
+    from market.bars import BAR_FIELDS, Bar
+
+    rng = random.Random(7)
+    whole = [Bar(*(JAN1 + i * DAY_MS if name == "ts_ms" else rng.randint(1, 9) if name.endswith(("count", "samples"))
+                   else rng.uniform(1, 100) for name in BAR_FIELDS)) for i in range(5)]
+    columns = series.METRICS[metric]["columns"]
+    fetched = [Bar(**{name: getattr(bar, name) for name in columns}) for bar in whole]
+    assert series.rows(fetched, metric, "daily") == series.rows(whole, metric, "daily")
