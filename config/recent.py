@@ -23,9 +23,18 @@ class RecentLookups:
         seconds = getattr(settings, self.seconds_setting)
         now = time.monotonic()
         entry = self._entries.get(key)
-        if entry is not None and now - entry[0] < seconds:
-            return entry[1]
-        value = load()
+        if entry is not None:
+            if now - entry[0] < seconds:
+                return entry[1]
+            # one request reloads an expired answer; the others keep the old one meanwhile
+            # instead of all asking the database at once (a few dozen in flight each second)
+            self._entries[key] = (now, entry[1])
+        try:
+            value = load()
+        except BaseException:
+            if entry is not None:
+                self._entries[key] = entry
+            raise
         if seconds > 0:
             if len(self._entries) >= self.MAX_ENTRIES:
                 self._entries.clear()

@@ -15,14 +15,16 @@ api_v1 = [
     path("docs", ExplorerView.as_view(url_name="schema"), name="docs"),
 ]
 
+# The API first: the page includes below have empty prefixes, so Django enters each and
+# fails it (building its "tried" list) before it reaches a path that comes after them.
 urlpatterns = [
+    path("api/v1/", include(api_v1)),
     path("", home, name="home"),
     path("", include("accounts.urls")),
     path("", include("billing.urls")),
     path("", include("streaming.page_urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
-    path("api/v1/", include(api_v1)),
     path("v1/me/usage", UsageAliasView.as_view(), name="me-usage-alias"),
     re_path(r"^(?:api/)?v1/(?P<rest>.*)$", unknown_api_path),
     re_path(r"^api/(?P<rest>.*)$", unknown_api_path),
