@@ -37,6 +37,9 @@ FLIP_MIN_MIRROR = 0.65  # a mirror add >= this share of the pulled order (DETECT
 # the mirror must match the pulled order more closely (above) and the pulled order must
 # weigh more: this share of its side's 30-minute median top-20 depth
 FLIP_MIN_MIRROR_DEPTH_SHARE = 0.15
+# a netted feed shows the mirror's add net of its level's other changes in the batch (the
+# queue's own cancels there), so there the mirror may fall this share of the order short
+NETTED_MIRROR_ALLOWANCE = 0.05
 # "rests on the other side": the mirror is judged after this long, and it has not rested when
 # this share of it was cancelled by then (a quote flickering through, not a flipped order)
 MIRROR_REST_MS = 500
@@ -195,7 +198,8 @@ class FlippingDetector:
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
-                        and ch.added >= FLIP_MIN_MIRROR * rec.qty \
+                        and ch.added >= (FLIP_MIN_MIRROR - (NETTED_MIRROR_ALLOWANCE if eng.tracker.batch_ms else 0.0)) \
+                        * rec.qty \
                         and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker:
                     if self._vacuumed(eng, w, ts):
                         w.done = True

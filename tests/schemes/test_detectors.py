@@ -149,6 +149,22 @@ def test_flipping_mirror_ask_spoof_pushes_down():
     assert out[0].ts_ms == t + 3600
 
 
+def test_on_a_netted_feed_a_mirror_shows_net_of_its_levels_other_cancels():
+    """An ask of 110 is pulled and, within 100 ms, a bid of 66 joins the best bid while
+    another bid of 8 there is cancelled. A netted feed shows one change, +58 (a 100 ms batch
+    nets the queue's own cancels into the mirror's add), so the mirror gets 5 points of the
+    order's size as allowance there; on a per-event feed an add of 58 is the whole of it and
+    too small a mirror."""
+    def found(batch_ms):
+        eng, t = warm_engine(batch_ms=batch_ms)
+        evs = [snapshot(t), BookDelta(t + 1000, asks=((px(10003), 120.0),)), BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+               BookDelta(t + 3100, bids=((px(10001), 68.0),)), later_update(t + 3700)]
+        return [(e.scheme, e.side) for e in run(eng, evs)]
+
+    assert found(batch_ms=100) == [("flipping", "ask")]
+    assert found(batch_ms=0) == []
+
+
 def test_a_mirror_withdrawn_before_it_rests_is_not_flipping():
     """A mirror that goes again within 500 ms never rested on the other side: a quote
     flickering through the touch, not a flipped order."""
