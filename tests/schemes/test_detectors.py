@@ -150,15 +150,15 @@ def test_flipping_mirror_ask_spoof_pushes_down():
 
 
 def test_on_a_netted_feed_a_mirror_shows_net_of_its_levels_other_cancels():
-    """An ask of 110 is pulled and, within 100 ms, a bid of 66 joins the best bid while
-    another bid of 8 there is cancelled. A netted feed shows one change, +58 (a 100 ms batch
-    nets the queue's own cancels into the mirror's add), so the mirror gets 5 points of the
-    order's size as allowance there; on a per-event feed an add of 58 is the whole of it and
-    too small a mirror."""
+    """An ask of 110 is pulled and, within 100 ms, a bid of 76 (69 % of it) joins the best
+    bid while 8 of that level's queue is cancelled. A netted feed shows one change there,
+    +68 (62 %): the batch nets the queue's own cancels into the mirror's add, so there the
+    mirror may fall 5 points short of 65 %. On a per-event feed an add of 68 is the whole
+    order and too small a mirror."""
     def found(batch_ms):
         eng, t = warm_engine(batch_ms=batch_ms)
         evs = [snapshot(t), BookDelta(t + 1000, asks=((px(10003), 120.0),)), BookDelta(t + 3000, asks=((px(10003), 10.0),)),
-               BookDelta(t + 3100, bids=((px(10001), 68.0),)), later_update(t + 3700)]
+               BookDelta(t + 3100, bids=((px(10000), 78.0),)), later_update(t + 3700)]
         return [(e.scheme, e.side) for e in run(eng, evs)]
 
     assert found(batch_ms=100) == [("flipping", "ask")]
