@@ -177,6 +177,7 @@ class FlippingDetector:
         if not self.watches:
             return
         scale = eng.tracker.scale
+        min_mirror = FLIP_MIN_MIRROR - (NETTED_MIRROR_ALLOWANCE if eng.tracker.batch_ms else 0.0)
         for ch in changes:
             if ch.cancelled > 0:
                 for w in self.watches:
@@ -198,8 +199,7 @@ class FlippingDetector:
                         w.done = True  # re-quoted on the same side: a refresh, not a flip
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
-                        and ch.added >= (FLIP_MIN_MIRROR - (NETTED_MIRROR_ALLOWANCE if eng.tracker.batch_ms else 0.0)) \
-                        * rec.qty \
+                        and ch.added >= min_mirror * rec.qty \
                         and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker:
                     if self._vacuumed(eng, w, ts):
                         w.done = True
