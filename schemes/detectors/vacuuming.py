@@ -34,11 +34,29 @@ VAC_MIN_RESTED = 0.2  # what the pull took that had rested >= this share of what
 VAC_FRESH_MOVE_SIGMA = 2.0  # ... else price must move this many one-second sigmas into the gap ...
 VAC_FRESH_MOVE_MS = 1_000  # ... within this time
 VAC_COOLDOWN_MS = 5_000
+VAC_PULL_END = 0.95  # the pull ended once this share of its cancelled quantity was gone
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it
 VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this share of the peak's excess
+
+
+def _pull_span(flow, since_ms: int) -> tuple[int, int | None, int | None]:
+    """The cancels in `flow` ((ts, cancelled, executed, price), in time order) from since_ms:
+    how many, the first one's time and the time by which VAC_PULL_END of their quantity was
+    gone. A straggler's small cancel later does not stretch the pull over the book's own
+    refill of the gap, which would then read as depth put back."""
+    cancels = [(t, c) for t, c, _, _ in flow if t >= since_ms and c > 0]
+    if not cancels:
+        return 0, None, None
+    total = sum(c for _, c in cancels)
+    running = 0.0
+    for t, c in cancels:
+        running += c
+        if running >= VAC_PULL_END * total - 1e-12:
+            return len(cancels), cancels[0][0], t
+    return len(cancels), cancels[0][0], cancels[-1][0]
 
 
 class _Side:
@@ -258,15 +276,9 @@ class VacuumingDetector:
             if peak < VAC_PEAK * base or peak < eng.base.unusual_depth10[side]:
                 continue  # not unusual: the side often shows this much
             canc = ex = 0.0
-            n_cancels = 0
             levels: set = set()  # prices the pull touched
-            first_cancel = last_cancel = None
             biggest = 0.0
-            for t, c, e, px in st.flow:
-                if t >= peak_ts and c > 0:
-                    n_cancels += 1
-                    first_cancel = t if first_cancel is None else first_cancel
-                    last_cancel = t
+            n_cancels, first_cancel, last_cancel = _pull_span(st.flow, peak_ts)
             if last_cancel is None:
                 continue
             for t, c, e, px in st.flow:

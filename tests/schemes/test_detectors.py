@@ -1020,3 +1020,15 @@ def test_a_large_cancel_is_the_orders_own_and_small_ones_its_share_of_the_level(
     assert cancel_attributed(8.0, 80.0, 160.0) == pytest.approx(4.0)  # a small one: its half of the level
     assert cancel_attributed(100.0, 80.0, 180.0) == 80.0  # never more than it has left
     assert cancel_attributed(8.0, 0.0, 160.0) == 0.0
+
+
+def test_a_vacuuming_pull_ends_when_nearly_all_it_cancelled_is_gone():
+    """A straggler's small cancel after the pull does not stretch it: the book refilling
+    the gap meanwhile would otherwise be judged as the pulled depth put back (measured:
+    docs/DETECTION_METHOD.md, "The end of a pull")."""
+    flow = [(100, 50.0, 0.0, 1.0), (200, 50.0, 0.0, 2.0), (250, 0.0, 3.0, 2.0), (300, 50.0, 0.0, 3.0),
+            (900, 4.0, 0.0, 9.0)]
+    assert vacuuming._pull_span(flow, 0) == (4, 100, 300)
+    assert vacuuming._pull_span(flow, 150) == (3, 200, 300)
+    assert vacuuming._pull_span(flow, 250) == (2, 300, 900)  # from 300 on, 4 is more than a twentieth
+    assert vacuuming._pull_span(flow, 1000) == (0, None, None)
