@@ -40,6 +40,7 @@ VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this spa
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
 VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it
 VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this share of the peak's excess
+VAC_MAX_PULLED_OF_BUILT = 1.25  # the pull cancelled at most this x the build's growth
 
 
 def _pull_span(flow, since_ms: int) -> tuple[int, int | None, int | None]:
@@ -342,6 +343,8 @@ class VacuumingDetector:
             build_fields = _build_fields(built, eng, side, touch)
             if build_fields["added_qty"] < VAC_MIN_BUILT * (peak - base):
                 continue  # depth that came into view as price moved, not depth someone placed
+            if canc > VAC_MAX_PULLED_OF_BUILT * build_fields["added_qty"]:
+                continue  # the side's standing depth went with it: the book withdrawing, not a build pulled
             built_prices = {a[1] for a in built if a[2] > 0}
             recs = [r for r in eng.records[side]
                     if build_from <= r.t_add <= peak_ts and r.price in built_prices and not r.used]

@@ -922,6 +922,7 @@ def test_depth_that_came_into_view_as_price_fell_is_not_a_build(monkeypatch):
         return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "vacuuming"]
 
     assert found(vacuuming.VAC_MIN_BUILT) == []
+    monkeypatch.setattr(vacuuming, "VAC_MAX_PULLED_OF_BUILT", float("inf"))  # nor what the pull took of it
     assert found(0.0) == [("vacuuming", "bid")]
 
 
@@ -1032,3 +1033,21 @@ def test_a_vacuuming_pull_ends_when_nearly_all_it_cancelled_is_gone():
     assert vacuuming._pull_span(flow, 150) == (3, 200, 300)
     assert vacuuming._pull_span(flow, 250) == (2, 300, 900)  # from 300 on, 4 is more than a twentieth
     assert vacuuming._pull_span(flow, 1000) == (0, None, None)
+
+
+def test_a_pull_that_takes_the_sides_standing_depth_with_the_build_is_not_vacuuming(monkeypatch):
+    """Bids raised by 35 on three levels (105 placed), then those and the 10 standing on
+    each of the next seven levels cancelled: the pull took 175, more than 1.25 x what was
+    built, so the book withdrew, not a build pulled. The raised bids alone are vacuuming."""
+    def found(standing_pulled):
+        eng, t = warm_engine()
+        evs = uneven_vacuum_events(t, [35.0, 35.0, 35.0], [(0, 10000, 35.0), (100, 9999, 35.0), (200, 9998, 35.0)])
+        if standing_pulled:
+            evs.append(BookDelta(t + 6050, bids=tuple((px(tk), 0.0) for tk in range(9997, 9990, -1))))
+        evs.sort(key=lambda e: e.ts_ms)
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "vacuuming"]
+
+    assert found(standing_pulled=False) == [("vacuuming", "bid")]
+    assert found(standing_pulled=True) == []
+    monkeypatch.setattr(vacuuming, "VAC_MAX_PULLED_OF_BUILT", 10.0)
+    assert found(standing_pulled=True) == [("vacuuming", "bid")]
