@@ -11,6 +11,7 @@ If a write fails the request fails: nothing is served unmetered."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -44,28 +45,34 @@ ON CONFLICT (account_id, period, period_start) DO UPDATE
        bytes = {_TABLE}.bytes + excluded.bytes
 RETURNING period, requests, bytes
 """
-# Count a served answer, request and body at once, only while the month is under both
-# limits; the day row follows the month's (no month row back: nothing is written). One
-# statement on PostgreSQL; SQLite has no data-modifying WITH, so there the two upserts run
-# in one local transaction.
+# Count served answers, requests and bodies at once, only while the month is under both
+# limits before each of them: `k` answers of `size` bytes in all pass together when the
+# month before them holds fewer than limit - (k - 1) requests and, with all but the last
+# body, fewer than the byte limit (one answer: the month is under both limits). The day row
+# follows the month's (no month row back: nothing is written). One statement on
+# PostgreSQL; SQLite has no data-modifying WITH, so there the two upserts run in one local
+# transaction.
 _COUNT_SERVED_MONTH = f"""
 INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
-VALUES (%s, 'month', %s, 1, %s)
+SELECT %(account)s, 'month', %(month)s, %(k)s, %(size)s
+ WHERE %(k)s - 1 < %(requests_limit)s AND %(size)s - %(last)s < %(bytes_limit)s
 ON CONFLICT (account_id, period, period_start) DO UPDATE
-   SET requests = {_TABLE}.requests + 1, bytes = {_TABLE}.bytes + excluded.bytes
- WHERE {_TABLE}.requests < %s AND {_TABLE}.bytes < %s
+   SET requests = {_TABLE}.requests + excluded.requests, bytes = {_TABLE}.bytes + excluded.bytes
+ WHERE {_TABLE}.requests + excluded.requests - 1 < %(requests_limit)s
+   AND {_TABLE}.bytes + excluded.bytes - %(last)s < %(bytes_limit)s
 RETURNING requests, bytes
 """
 _COUNT_SERVED_DAY = f"""
 INSERT INTO {_TABLE} (account_id, period, period_start, requests, bytes)
 {{source}}
 ON CONFLICT (account_id, period, period_start) DO UPDATE
-   SET requests = {_TABLE}.requests + 1, bytes = {_TABLE}.bytes + excluded.bytes
+   SET requests = {_TABLE}.requests + excluded.requests, bytes = {_TABLE}.bytes + excluded.bytes
 """
 _COUNT_SERVED = (f"WITH month AS ({_COUNT_SERVED_MONTH}), day AS ("
-                 + _COUNT_SERVED_DAY.format(source="SELECT %s, 'day', %s, 1, %s FROM month")
+                 + _COUNT_SERVED_DAY.format(source="SELECT %(account)s, 'day', %(day)s, %(k)s, %(size)s FROM month")
                  + ") SELECT requests, bytes FROM month")
-_COUNT_SERVED_DAY_ALONE = _COUNT_SERVED_DAY.format(source="VALUES (%s, 'day', %s, 1, %s)")
+_COUNT_SERVED_DAY_ALONE = _COUNT_SERVED_DAY.format(
+    source="SELECT %(account)s, 'day', %(day)s, %(k)s, %(size)s WHERE true")
 _READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
 _READ_USAGE = f"""
 SELECT month.requests, month.bytes,
@@ -169,26 +176,121 @@ def count_request(ticket: Ticket) -> bool:
 def count_served(ticket: Ticket, size: int) -> bool:
     """Count an answer of `size` bytes about to be served, request and bytes to the month
     and the day at once, if the month is under both limits; False when it is not (the
-    answer is replaced by a 429). Exact under concurrency: the month row's lock decides."""
+    answer is replaced by a 429). Exact under concurrency: the month row's lock decides.
+
+    Answers of one account served at the same time by this process are counted together
+    (`_CountingLane`): while one statement is in flight, the answers that arrive wait and
+    go in the next one, which counts them only if all of them pass; when they do not all
+    fit under the limits, each is counted alone, as if it had come alone. Every answer is
+    counted before it leaves, and each gets the counts it would have had in turn."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
         return _refused(ticket)
-    month = [ticket.account_id, ticket.month_start, size, ticket.requests_limit, ticket.bytes_limit]
-    day = [ticket.account_id, ticket.day, size]
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_COUNT_SERVED, month + day)
-            row = cursor.fetchone()
+        counts = _CountingLane.count(ticket, size)
     else:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_COUNT_SERVED_MONTH, month)
-            row = cursor.fetchone()
-            if row is not None:
-                cursor.execute(_COUNT_SERVED_DAY_ALONE, day)
-    if row is None:
+        counts = _count_together(ticket, [size])
+    if counts is None:
         return _refused(ticket)
     ticket.counted = True
-    ticket.requests_used, ticket.bytes_used = row
+    ticket.requests_used, ticket.bytes_used = counts
     return True
+
+
+def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
+    """One statement for answers that pass only all together: the month's counts after
+    the last of them, or None when they do not all fit (nothing is written)."""
+    params = {"account": ticket.account_id, "month": ticket.month_start, "day": ticket.day, "k": len(sizes),
+              "size": sum(sizes), "last": sizes[-1], "requests_limit": ticket.requests_limit,
+              "bytes_limit": ticket.bytes_limit}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_COUNT_SERVED, params)
+            return cursor.fetchone()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_COUNT_SERVED_MONTH, params)
+        row = cursor.fetchone()
+        if row is not None:
+            cursor.execute(_COUNT_SERVED_DAY_ALONE, params)
+    return row
+
+
+class _CountingGroup:
+    __slots__ = ("sizes", "turn", "done", "counts", "failed")
+
+    def __init__(self):
+        self.sizes: list[int] = []
+        self.turn = threading.Event()  # the statement before this group's is done
+        self.done = threading.Event()
+        self.counts: tuple[int, int] | None = None
+        self.failed = False
+
+
+class _CountingLane:
+    """The answers of one account, month and plan that this process is counting: at most
+    one statement in flight; answers arriving meanwhile form the next group, whose first
+    answer's thread runs the group's statement once the one in flight is done."""
+
+    _lanes: dict[tuple, _CountingLane] = {}
+    _lock = threading.Lock()
+
+    def __init__(self):
+        self.running = False
+        self.waiting: _CountingGroup | None = None
+
+    @classmethod
+    def count(cls, ticket: Ticket, size: int) -> tuple[int, int] | None:
+        """The month's counts with this answer in its turn, or None when it is refused."""
+        key = (ticket.account_id, ticket.month_start, ticket.day, ticket.requests_limit, ticket.bytes_limit)
+        # Any answer in a lane may have to run its group's statement: each holds its
+        # database connection before joining, or answers waiting in the lane could hold
+        # every connection of the pool while the one that must run waits for one.
+        connection.ensure_connection()
+        with cls._lock:
+            lane = cls._lanes.get(key)
+            if lane is None:
+                lane = cls._lanes[key] = cls()
+            if lane.running:
+                if lane.waiting is None:
+                    lane.waiting = _CountingGroup()
+                group = lane.waiting
+            else:
+                lane.running = True
+                group = _CountingGroup()
+                group.turn.set()
+            place = len(group.sizes)
+            group.sizes.append(size)
+        if place == 0:
+            lane._run(key, group, ticket)
+        else:
+            group.done.wait()
+        if group.counts is None:
+            if len(group.sizes) == 1 and not group.failed:
+                return None
+            # not all of them fit under the limits (or the first one's statement failed):
+            # each is counted alone, as if it had come alone
+            return _count_together(ticket, [size])
+        requests, bytes_ = group.counts
+        later = group.sizes[place + 1:]
+        return requests - len(later), bytes_ - sum(later)
+
+    def _run(self, key: tuple, group: _CountingGroup, ticket: Ticket) -> None:
+        group.turn.wait()
+        with self._lock:
+            if self.waiting is group:
+                self.waiting = None  # answers from now on form the next group
+        try:
+            group.counts = _count_together(ticket, group.sizes)
+        except BaseException:
+            group.failed = True
+            raise
+        finally:
+            group.done.set()
+            with self._lock:
+                if self.waiting is not None:
+                    self.waiting.turn.set()
+                else:
+                    self.running = False
+                    del self._lanes[key]
 
 
 # Accounts this process found over quota lately, with the month's counts then: their next

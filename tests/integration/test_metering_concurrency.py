@@ -3,6 +3,7 @@ both ways of counting mixed: before the view (then the body after it) and when s
 (request and body in one statement)."""
 
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -70,3 +71,34 @@ def test_concurrent_requests_at_the_limit_never_overshoot(make_account, plans):
             statuses = list(pool.map(hit, range(100)))
     assert statuses.count(200) == 37 and statuses.count(429) == 63
     assert UsageCounter.objects.get(account=account, period="month").requests == 37
+
+
+def test_answers_counted_together_stop_exactly_at_the_byte_limit_each_with_its_own_counts(make_account, plans):
+    """Answers counted when served, many at once on two processes: the ones a process
+    counts together in one statement pass only if each would have passed in turn."""
+    from billing.services import plan_upsert
+
+    account = make_account()
+    key = api_key_create(account=account, name="load").plaintext
+    env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
+    with daphne_processes(2, env=env) as urls:
+        size = len(httpx.get(f"{urls[0]}{ROWS_COUNTED_WHEN_SERVED}?rows=3",
+                             headers={"Authorization": f"Bearer {key}"}, timeout=60).content)
+        # served while the month's bytes before it are under the limit: 30 more answers
+        account.plan = plan_upsert(name="tiny", features=["api", "streaming"], monthly_requests=10**6,
+                                   monthly_bytes=30 * size + size // 2)
+        account.save()
+        time.sleep(settings.ACCOUNT_CACHE_SECONDS + 0.5)  # both processes see the new plan
+
+        def hit(n):
+            return httpx.get(f"{urls[n % 2]}{ROWS_COUNTED_WHEN_SERVED}?rows=3",
+                             headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+        with ThreadPoolExecutor(50) as pool:
+            answers = list(pool.map(hit, range(150)))
+    served = [a for a in answers if a.status_code == 200]
+    assert len(served) == 30 and {a.status_code for a in answers} == {200, 429}
+    assert sorted(int(a.headers["X-Quota-Requests-Used"]) for a in served) == list(range(2, 32))
+    assert sorted(int(a.headers["X-Quota-Bytes-Used"]) for a in served) == [size * n for n in range(2, 32)]
+    month = UsageCounter.objects.get(account=account, period="month")
+    assert (month.requests, month.bytes) == (31, 31 * size)
