@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from config import clock
+from config.db import fetch_prepared
 from config.api.errors import QuotaExceeded
 from streaming.models import StreamSubscription
 
@@ -151,9 +152,8 @@ def read_month(ticket: Ticket) -> Ticket:
 def read_usage(ticket: Ticket) -> int:
     """The month's counters onto the ticket and the pairs the account streams now, in one
     statement (/me/usage)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_READ_USAGE, [ticket.account_id, ticket.account_id, ticket.month_start])
-        requests, bytes_, streamed_pairs = cursor.fetchone()
+    [(requests, bytes_, streamed_pairs)] = fetch_prepared(
+        _READ_USAGE, [ticket.account_id, ticket.account_id, ticket.month_start])
     ticket.requests_used, ticket.bytes_used = requests or 0, bytes_ or 0
     return streamed_pairs
 
@@ -203,9 +203,7 @@ def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
               "size": sum(sizes), "last": sizes[-1], "requests_limit": ticket.requests_limit,
               "bytes_limit": ticket.bytes_limit}
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_COUNT_SERVED, params)
-            return cursor.fetchone()
+        return next(iter(fetch_prepared(_COUNT_SERVED, params)), None)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_COUNT_SERVED_MONTH, params)
         row = cursor.fetchone()

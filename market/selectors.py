@@ -7,6 +7,7 @@ from typing import Iterator
 from django.db import connection
 from django.db.models import QuerySet
 
+from config.db import fetch_prepared
 from config.recent import RecentLookups
 
 from .bars import BAR_FIELDS, Bar
@@ -72,9 +73,7 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
     sql = _BARS_RANGE_SQL.get((granularity, columns))
     if sql is None:
         sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [pair.pk, from_ms, to_ms])
-        rows = cursor.fetchall()
+    rows = fetch_prepared(sql, [pair.pk, from_ms, to_ms])
     if columns == BAR_FIELDS:
         for row in rows:
             yield Bar(*row)
