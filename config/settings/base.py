@@ -102,7 +102,7 @@ REDIS_SOCKET_TIMEOUT_SECONDS = env.float("REDIS_SOCKET_TIMEOUT_SECONDS", default
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "config.cache.ProcessRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="mdp"),
             "OPTIONS": {"socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
