@@ -25,6 +25,7 @@ class SchemesQuery(params.RequestSerializer):
 
 
 class SchemesView(StreamingView):
+    counted_when_served = True  # reads only; the limit bounds the body
     inputs = {"GET": SchemesQuery}
 
     @extend_schema(

@@ -118,6 +118,7 @@ class StreamPairView(StreamingView):
 
 
 class StatusView(StreamingView):
+    counted_when_served = True  # reads only
     @extend_schema(summary="Derived state of a pair's stream with its raw signals", tags=["streams"],
                    responses=inline_serializer("StreamStatus", {
                        "exchange": serializers.CharField(), "base": serializers.CharField(),
@@ -234,6 +235,7 @@ LIVE_BAR = {"type": "object", "nullable": True, "required": ["ts_ms"], "properti
 
 
 class LiveView(StreamingView):
+    counted_when_served = True  # reads only; polled every second
     @extend_schema(summary="The latest live 1-second bar, or null", tags=["streams"],
                    responses={200: LIVE_BAR})
     def get(self, request, exchange, base, quote):
