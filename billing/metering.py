@@ -142,9 +142,7 @@ def open_ticket(*, account) -> Ticket:
 
 
 def read_month(ticket: Ticket) -> Ticket:
-    with connection.cursor() as cursor:
-        cursor.execute(_READ_MONTH, [ticket.account_id, ticket.month_start])
-        row = cursor.fetchone()
+    row = next(iter(fetch_prepared(_READ_MONTH, [ticket.account_id, ticket.month_start])), None)
     ticket.requests_used, ticket.bytes_used = row if row else (0, 0)
     return ticket
 
@@ -162,10 +160,8 @@ def count_request(ticket: Ticket) -> bool:
     """Count the request if the month is under both limits; False when it is not (429)."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
         return _refused(ticket)
-    with connection.cursor() as cursor:
-        cursor.execute(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
-                                        ticket.requests_limit, ticket.bytes_limit])
-        row = cursor.fetchone()
+    row = next(iter(fetch_prepared(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
+                                                    ticket.requests_limit, ticket.bytes_limit])), None)
     if row is None:
         return _refused(ticket)
     ticket.counted = True
@@ -330,10 +326,8 @@ def quota_refusal(ticket: Ticket) -> QuotaExceeded:
 
 def add_bytes(ticket: Ticket, size: int) -> None:
     """Add a served body to the month, and the request with its body to the day."""
-    with connection.cursor() as cursor:
-        cursor.execute(_ADD_BYTES, [ticket.account_id, ticket.month_start, size,
-                                    ticket.account_id, ticket.day, 1, size])
-        rows = cursor.fetchall()
+    rows = fetch_prepared(_ADD_BYTES, [ticket.account_id, ticket.month_start, size,
+                                       ticket.account_id, ticket.day, 1, size])
     for period, requests, bytes_ in rows:
         if period == "month":
             ticket.requests_used, ticket.bytes_used = requests, bytes_
