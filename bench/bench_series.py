@@ -37,6 +37,7 @@ def run() -> list[dict]:
     month = {"exchange": "binance", "symbol": "BTC-USDT", "start": "2026-09-01", "end": "2026-10-01"}
     targets = {
         "bare Django JsonResponse": ("/api/v1/test/bare", None),
+        "bare Django JsonResponse + one database round trip (SELECT 1)": ("/api/v1/test/bare-database", None),
         "counted candlestick 31 days, JSON": ("/api/v1/market/candlestick", month),
         "counted candlestick 31 days, TOON": ("/api/v1/market/candlestick", {**month, "format": "toon"}),
         "counted candlestick hourly 30 days (720 rows), JSON": (

@@ -2,6 +2,7 @@
 
 import os
 
+from django.db import connection
 from django.http import JsonResponse
 from django.urls import path
 from rest_framework.response import Response
@@ -52,6 +53,15 @@ def bare(request):
     return JsonResponse({"status": "ok", "data": [1, 2, 3]})
 
 
+def bare_database(request):
+    """The floor of a path that must ask the database: the bare view plus one round trip
+    (`SELECT 1`) on the pooled connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return JsonResponse({"status": "ok", "data": [1, 2, 3]})
+
+
 def process(request):
     """Which server process answered (tests of several processes on one port)."""
     return JsonResponse({"pid": os.getpid()})
@@ -59,6 +69,7 @@ def process(request):
 
 urlpatterns = [
     path("api/v1/test/bare", bare),
+    path("api/v1/test/bare-database", bare_database),
     path("api/v1/test/process", process),
     path("api/v1/test/rows", CountedRows.as_view()),
     path("api/v1/test/rows-when-served", CountedRowsWhenServed.as_view()),
