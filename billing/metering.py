@@ -181,9 +181,11 @@ def count_served(ticket: Ticket, size: int) -> bool:
     counted before it leaves, and each gets the counts it would have had in turn."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
         return _refused(ticket)
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
         counts = _CountingLane.count(ticket, size)
     else:
+        # inside a transaction the count is only as final as that transaction: it cannot
+        # stand for other answers
         counts = _count_together(ticket, [size])
     if counts is None:
         return _refused(ticket)

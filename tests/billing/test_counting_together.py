@@ -121,3 +121,15 @@ def test_when_a_groups_statement_fails_its_first_answer_fails_and_the_others_cou
 def test_no_lane_is_left_behind(account, groups):
     serve_at_once(account, [100] * ANSWERS)
     assert metering._CountingLane._lanes == {}
+
+
+def test_an_answer_counted_inside_a_transaction_is_counted_alone(account, monkeypatch):
+    from django.db import transaction
+
+    def no_lane(ticket, size):
+        raise AssertionError("a count inside a transaction stood for other answers")
+
+    monkeypatch.setattr(metering._CountingLane, "count", no_lane)
+    with transaction.atomic():
+        assert metering.count_served(metering.open_ticket(account=account), 100)
+    assert rows(account)["month"] == (1, 100)
