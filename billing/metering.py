@@ -20,8 +20,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from config import clock
-from config.db import fetch_prepared
 from config.api.errors import QuotaExceeded
+from config.db import fetch_prepared
 from streaming.models import StreamSubscription
 
 from .models import UsageCounter
