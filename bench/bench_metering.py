@@ -118,27 +118,32 @@ def run() -> list[dict]:
     redis_url = os.environ.get("BENCH_REDIS_URL", os.environ.get("REDIS_URL", ""))
     env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url,
            "DJANGO_SETTINGS_MODULE": "tests.integration.settings"}
+    paths = {"counted before the view (count, then bytes: subscribe, snapshots)": "/api/v1/test/rows?rows=31",
+             "counted when served (one statement: series, live, status)": "/api/v1/test/rows-when-served?rows=31"}
+    unmetered = "/api/v1/test/rows-unmetered?rows=31"
     try:
         key = seed_demo_key(env)
         with daphne_processes(1, env=env) as (base,):
-            metered, unmetered = f"{base}/api/v1/test/rows?rows=31", f"{base}/api/v1/test/rows-unmetered?rows=31"
-            _load(metered, key, 1)
-            _load(unmetered, key, 1)
-            on, off = [], []
-            for _ in range(ROUNDS):
-                on.append(_load(metered, key, SECONDS) / SECONDS)
-                off.append(_load(unmetered, key, SECONDS) / SECONDS)
+            for path in [*paths.values(), unmetered]:
+                _load(f"{base}{path}", key, 1)
+            rates = {path: [] for path in [*paths.values(), unmetered]}
+            for _ in range(ROUNDS):  # interleaved: this machine's speed drifts within minutes
+                for path in rates:
+                    rates[path].append(_load(f"{base}{path}", key, SECONDS) / SECONDS)
     finally:
         drop()
-    rate_on, rate_off = statistics.median(on), statistics.median(off)
-    ratio = rate_on / rate_off
+    rate_off = statistics.median(rates[unmetered])
     db = "PostgreSQL" if "postgres" in database_url else "SQLite"
-    return [{"figure": f"counted endpoint, 31 rows, metering on ({db}{' + Redis' if redis_url else ''}, "
-                       f"1 daphne, {CLIENTS} clients)",
-             "value": f"{rate_on:.0f} req/s ({ratio:.0%} of off)",
-             "comparison": f"metering off {rate_off:.0f} req/s", "goal": f">= {GOAL_RATIO:.0%} of off",
-             "met": ratio >= GOAL_RATIO}]
-
+    rows = []
+    for name, path in paths.items():
+        rate_on = statistics.median(rates[path])
+        ratio = rate_on / rate_off
+        rows.append({"figure": f"counted endpoint, 31 rows, metering on, {name} ({db}{' + Redis' if redis_url else ''}, "
+                               f"1 daphne, {CLIENTS} clients)",
+                     "value": f"{rate_on:.0f} req/s ({ratio:.0%} of off)",
+                     "comparison": f"metering off {rate_off:.0f} req/s", "goal": f">= {GOAL_RATIO:.0%} of off",
+                     "met": ratio >= GOAL_RATIO})
+    return rows
 
 if __name__ == "__main__":
     for row in run():
