@@ -1,5 +1,5 @@
 """The base of every API endpoint that takes a key: authenticate, open the metering
-ticket, check the plan, count the request (or refuse it with 429), then negotiate the
+ticket, check the plan, count the request (or refuse it with 429), then answer an unknown
 format. Refused requests (401, 403, 429) are never counted; everything after, a 400
 included, is."""
 
@@ -27,18 +27,30 @@ class AccountAPIView(APIView):
     # naming it, as is any query parameter of a POST (`format` is taken everywhere).
     inputs: dict[str, type[RequestSerializer]] = {}
 
-    def initial(self, request, *args, **kwargs):
-        self.format_kwarg = self.get_format_suffix(**kwargs)
-        self.perform_authentication(request)
+    def perform_content_negotiation(self, request, force=False):
+        """An unknown format is answered only once the request is authenticated, allowed
+        and counted (a 400 counts; a 401 or 403 wins over it): DRF negotiates first, so
+        its error waits here and `initial` raises it after the checks; meanwhile the
+        first renderer stands in, as DRF does for errors."""
+        try:
+            return super().perform_content_negotiation(request, force)
+        except Exception as exc:
+            if force:
+                raise
+            self.negotiation_error = exc
+            return super().perform_content_negotiation(request, force=True)
+
+    def perform_authentication(self, request):
+        super().perform_authentication(request)
         caller = request.user
         if caller is not None and caller.account is not None:
             metering.attach(request, metering.open_ticket(account=caller.account))
-        self.check_permissions(request)
-        self.check_throttles(request)  # MonthlyQuota counts the request, or refuses it
-        neg = self.perform_content_negotiation(request)
-        request.accepted_renderer, request.accepted_media_type = neg
-        version, scheme = self.determine_version(request, *args, **kwargs)
-        request.version, request.versioning_scheme = version, scheme
+
+    def initial(self, request, *args, **kwargs):
+        self.negotiation_error = None
+        super().initial(request, *args, **kwargs)  # MonthlyQuota counts the request, or refuses it
+        if self.negotiation_error is not None:
+            raise self.negotiation_error
         method = request.method
         if not hasattr(self, method.lower()):
             return  # answered 405 by the dispatch

@@ -113,6 +113,15 @@ def test_an_unknown_format_on_a_counted_endpoint_counts(api, account, counted):
     assert month_row(account).requests == 1
 
 
+def test_a_missing_key_or_plan_wins_over_an_unknown_format_and_is_not_counted(make_account, client_for, client):
+    from accounts.services import api_key_create
+
+    free = client_for(api_key_create(account=make_account(plan="free"), name="k").plaintext)
+    assert free.get("/api/v1/test/counted?format=xml").status_code == 403
+    assert client.get("/api/v1/test/counted?format=xml").status_code == 401
+    assert UsageCounter.objects.count() == 0
+
+
 def test_usage_is_not_counted(api, account):
     for _ in range(3):
         assert api.get(USAGE).status_code == 200
