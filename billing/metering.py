@@ -21,7 +21,7 @@ from django.db import connection, transaction
 
 from config import clock
 from config.api.errors import QuotaExceeded
-from config.db import fetch_prepared
+from config.db import fetch_one_prepared, fetch_prepared
 from streaming.models import StreamSubscription
 
 from .models import UsageCounter
@@ -142,7 +142,7 @@ def open_ticket(*, account) -> Ticket:
 
 
 def read_month(ticket: Ticket) -> Ticket:
-    row = next(iter(fetch_prepared(_READ_MONTH, [ticket.account_id, ticket.month_start])), None)
+    row = fetch_one_prepared(_READ_MONTH, [ticket.account_id, ticket.month_start])
     ticket.requests_used, ticket.bytes_used = row if row else (0, 0)
     return ticket
 
@@ -160,8 +160,8 @@ def count_request(ticket: Ticket) -> bool:
     """Count the request if the month is under both limits; False when it is not (429)."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
         return _refused(ticket)
-    row = next(iter(fetch_prepared(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
-                                                    ticket.requests_limit, ticket.bytes_limit])), None)
+    row = fetch_one_prepared(_COUNT_REQUEST, [ticket.account_id, ticket.month_start,
+                                              ticket.requests_limit, ticket.bytes_limit])
     if row is None:
         return _refused(ticket)
     ticket.counted = True
@@ -201,7 +201,7 @@ def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
               "size": sum(sizes), "last": sizes[-1], "requests_limit": ticket.requests_limit,
               "bytes_limit": ticket.bytes_limit}
     if connection.vendor == "postgresql":
-        return next(iter(fetch_prepared(_COUNT_SERVED, params)), None)
+        return fetch_one_prepared(_COUNT_SERVED, params)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_COUNT_SERVED_MONTH, params)
         row = cursor.fetchone()

@@ -23,3 +23,9 @@ def fetch_prepared(sql: str, params) -> list[tuple]:
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchall()
+
+
+def fetch_one_prepared(sql: str, params) -> tuple | None:
+    """The first row of `sql`, prepared as `fetch_prepared`; None when there is none."""
+    rows = fetch_prepared(sql, params)
+    return rows[0] if rows else None
