@@ -40,6 +40,9 @@ print("BENCH-ROWS " + json.dumps(m.run(), default=str))
 """
 
 
+NOTES_HEADING = "## Notes"
+
+
 def run_one(module: str, env_overrides: dict) -> list[dict]:
     env = {**os.environ, **env_overrides}
     code = RUNNER.format(bench=str(ROOT / "bench"), module=module)
@@ -52,11 +55,9 @@ def run_one(module: str, env_overrides: dict) -> list[dict]:
     return [{"figure": module, "value": "failed", "comparison": " / ".join(tail), "goal": "", "met": False}]
 
 
-def main() -> int:
-    rows = []
-    for module, env in BENCHES:
-        print(f"running {module} {env or ''}", file=sys.stderr)
-        rows.extend(run_one(module, env))
+def write_document(rows: list[dict], path: Path) -> str:
+    """The table of `rows` written to `path`, above the hand-written notes the file holds
+    (from NOTES_HEADING on: how and when rows were measured, what was tried), which stay."""
     lines = [
         "# Benchmarks",
         "",
@@ -71,8 +72,19 @@ def main() -> int:
     for row in rows:
         met = {True: "yes", False: "**no**"}.get(row.get("met"), "")
         lines.append(f"| {row['figure']} | {row['value']} | {row['comparison']} | {row['goal']} | {met} |")
-    text = "\n".join(lines) + "\n"
-    (ROOT / "docs" / "BENCHMARKS.md").write_text(text)
+    previous = path.read_text() if path.exists() else ""
+    notes = previous[previous.find(NOTES_HEADING):] if NOTES_HEADING in previous else ""
+    text = "\n".join(lines) + "\n" + ("\n" + notes if notes else "")
+    path.write_text(text)
+    return text
+
+
+def main() -> int:
+    rows = []
+    for module, env in BENCHES:
+        print(f"running {module} {env or ''}", file=sys.stderr)
+        rows.extend(run_one(module, env))
+    text = write_document(rows, ROOT / "docs" / "BENCHMARKS.md")
     print(text)
     return 0
 
