@@ -1,0 +1,123 @@
+"""Which of the vacuuming detector's tests stopped each missed episode (a diagnostic, not
+part of `make bench`).
+
+    python bench/trace_vacuuming.py --seeds 1 2 3 4 5 6 --batch-ms 100
+    python bench/trace_vacuuming.py --seeds 1 2 --source /tmp/vacuuming_variant.py   # a variant
+
+Runs `schemes.evaluation.evaluate` with details on a copy of schemes/detectors/vacuuming.py
+(or of --source) in which every `continue` of the pull's tests records its line. For each
+missed clear episode it prints how often each test line stopped a candidate on that side
+from 3 s before the episode's end to 5 s after, and the furthest line reached (the test that
+finally stopped it); for each detection, the pull's shape when it was accepted (largest
+level's share of the cancelled quantity, large orders claimed, layering's shape, cancelled
+and cancelled-outside-the-largest-level quantity against the usual depth, levels, peak
+against the usual depth). The tests are numbered by their line in the source traced."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SOURCE_ENV = "TRACE_VACUUMING_SOURCE"  # spawned workers read the source to trace from here
+DETECTOR = ROOT / "schemes" / "detectors" / "vacuuming.py"
+
+
+def _traced_module(path: Path) -> types.ModuleType:
+    """The detector's module with each test of a pull reporting the line that stopped it."""
+    lines = path.read_text().split("\n")
+    first_test = next(i for i, line in enumerate(lines) if "peak_ts, peak = max(hist" in line)
+    out = []
+    for i, line in enumerate(lines):
+        indent = line[:len(line) - len(line.lstrip())]
+        if i > first_test and re.match(r"^\s+continue\b", line):
+            out.append(f"{indent}_TRACE.append((side, ts, {i + 1}))")
+        if "self.pending.append(_Pending(side" in line:
+            out.append(f"{indent}_TRACE.append((side, ts, 'accepted', round(biggest / canc, 3), len(recs), "
+                       "layer_shaped, round(canc / base, 2), round((canc - biggest) / base, 2), len(levels), "
+                       "round(peak / base, 2)))")
+        out.append(line)
+    module = types.ModuleType("schemes.detectors.vacuuming")
+    module.__file__ = str(path)
+    module.__package__ = "schemes.detectors"
+    module._TRACE = []
+    exec(compile("\n".join(out), str(path), "exec"), module.__dict__)  # noqa: S102 (our own source)
+    return module
+
+
+def _install(path: Path) -> None:
+    """Swap the traced detector into the engine and wrap the evaluation of one (seed, pair)."""
+    import schemes.detectors.engine as engine
+    import schemes.evaluation as evaluation
+
+    traced = _traced_module(path)
+    sys.modules["schemes.detectors.vacuuming"] = traced
+    engine.VacuumingDetector = traced.VacuumingDetector
+    evaluate_pair = evaluation._evaluate_pair
+
+    def traced_evaluate_pair(seed, pair, *args, **kwargs):
+        traced._TRACE.clear()
+        stats, updates, seconds, rows = evaluate_pair(seed, pair, *args, **kwargs)
+        return stats, updates, seconds, [_explained(row, traced._TRACE) for row in rows]
+
+    # the pool pickles the function by name: it must look like the one it replaces
+    traced_evaluate_pair.__module__ = "schemes.evaluation"
+    traced_evaluate_pair.__qualname__ = traced_evaluate_pair.__name__ = "_evaluate_pair"
+    evaluation._evaluate_pair = traced_evaluate_pair
+
+
+def _explained(row: tuple, trace: list) -> tuple:
+    if row[3] != "vacuuming":
+        return row
+    if row[0] == "FN":
+        end = row[8]
+        stops = [t for t in trace if t[0] == row[4] and end - 3000 <= t[1] <= end + 5000 and t[2] != "accepted"]
+        counts = dict(sorted(collections.Counter(t[2] for t in stops).items()))
+        shape = {k: row[9].get(k) for k in ("depth_multiplier", "levels", "chunks", "pull_ms", "pull_fraction",
+                                            "rest_ms", "kick_sigma")}
+        return row[:9] + (f"stopped at lines {counts}, furthest {max(counts, default=None)}", shape)
+    if row[0] in ("TP", "FP"):
+        accepted = [t for t in trace if t[2] == "accepted" and t[0] == row[4] and row[5] - 6000 <= t[1] <= row[5]]
+        return row + (accepted[-1][3:] if accepted else None,)
+    return row
+
+
+if __name__ != "__main__" and os.environ.get(SOURCE_ENV):
+    _install(Path(os.environ[SOURCE_ENV]))  # a spawned worker of the pool below
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--pairs", default="binance/BTC/USDT,binance/ETH/USDT,binance/XRP/USDT,binance/SOL/USDT")
+    ap.add_argument("--batch-ms", type=int, default=100, help="0: depth per event")
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--source", default=str(DETECTOR), help="a variant of vacuuming.py to trace instead")
+    args = ap.parse_args(argv)
+    os.environ[SOURCE_ENV] = str(Path(args.source).resolve())
+    _install(Path(args.source))
+    from schemes.evaluation import evaluate
+
+    result = evaluate(args.seeds, args.pairs.split(","), args.hours, details=True, processes=args.processes,
+                      batch_ms=args.batch_ms)
+    for scheme, m in result["schemes"].items():
+        print(scheme, {k: round(m[k], 3) if isinstance(m[k], float) else m[k]
+                       for k in ("episodes", "detected", "false_positives", "misclassified", "precision", "recall",
+                                 "false_alarms_per_pair_hour")})
+    for row in result["rows"]:
+        if row[3] == "vacuuming" and row[0] in ("TP", "FP", "FN"):
+            print(*row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
