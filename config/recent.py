@@ -15,8 +15,9 @@ class RecentLookups:
 
     MAX_ENTRIES = 100_000  # keys come from requests (typos included): bound the memory
 
-    def __init__(self, seconds_setting: str):
+    def __init__(self, seconds_setting: str, *, max_entries: int = MAX_ENTRIES):
         self.seconds_setting = seconds_setting
+        self.max_entries = max_entries
         self._entries: dict[tuple, tuple[float, object]] = {}
 
     def get(self, key: tuple, load: Callable[[], object]):
@@ -36,7 +37,7 @@ class RecentLookups:
                 self._entries[key] = entry
             raise
         if seconds > 0:
-            if len(self._entries) >= self.MAX_ENTRIES:
+            if len(self._entries) >= self.max_entries:
                 self._entries.clear()
             self._entries[key] = (now, value)
         return value

@@ -15,7 +15,7 @@ from config.api import params
 from config.api.errors import InvalidParameter
 
 from . import series
-from .selectors import bars_range, exchange_get, pair_by_symbol, ranked_assets_on
+from .selectors import exchange_get, pair_by_symbol, ranked_assets_on, series_rows
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
 
@@ -92,10 +92,10 @@ class SeriesView(AccountAPIView):
                 raise InvalidParameter("exchange", f"unknown exchange {exchange!r}")
             raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
         keep, sides = self.columns(given.get("side"))
-        bars = bars_range(pair=pair, granularity=RESOLUTIONS[resolution][0], from_ms=_day_ms(start),
-                          to_ms=_day_ms(end) + 86_400_000,  # not end + 1 day: 9999-12-31 has none
-                          columns=series.METRICS[self.metric]["columns"])
-        rows = series.rows(bars, self.metric, resolution, keep=keep, rounding=pair.rounding)
+        rows = series_rows(pair=pair, metric=self.metric, granularity=RESOLUTIONS[resolution][0],
+                           resolution=resolution, from_ms=_day_ms(start),
+                           to_ms=_day_ms(end) + 86_400_000,  # not end + 1 day: 9999-12-31 has none
+                           keep=keep)
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
                 "metric_type": self.metric, "sides": sides, "resolution": resolution,
                 "start": start.isoformat(), "end": end.isoformat(), "count": len(rows)}

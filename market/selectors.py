@@ -7,10 +7,12 @@ from typing import Iterator
 from django.db import connection
 from django.db.models import QuerySet
 
+from config import clock
 from config.db import fetch_prepared
 from config.recent import RecentLookups
 
-from .bars import BAR_FIELDS, Bar
+from . import series
+from .bars import BAR_FIELDS, GRANULARITY_MS, Bar
 from .models import BAR_MODELS, Asset, Exchange, Pair
 
 
@@ -80,6 +82,31 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
     else:
         for row in rows:
             yield Bar(**dict(zip(columns, row)))
+
+
+# A client polling a month of daily candles asks for the same closed bars again and again:
+# the fetch and the rows were half of a counted request's server CPU (docs/DECISIONS.md).
+# Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (a year of days; 256 entries
+# of up to ~0.3 MB each), so the memory stays bounded whatever clients ask.
+_recent_history = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=256)
+HISTORY_CACHE_MAX_BARS = 400
+
+
+def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int, to_ms: int,
+                keep: tuple[str, ...] | None = None) -> list[dict]:
+    """The rows of a series endpoint for the pair's bars with from_ms <= ts_ms < to_ms. When
+    every bar of the range has ended, the answer is shared by the requests of this process
+    for up to HISTORY_CACHE_SECONDS (a late bar or a correction reaches it within that):
+    read it, never change it. A range reaching into the current period is read every time."""
+    def load() -> list[dict]:
+        bars = bars_range(pair=pair, granularity=granularity, from_ms=from_ms, to_ms=to_ms,
+                          columns=series.METRICS[metric]["columns"])
+        return series.rows(bars, metric, resolution, keep=keep, rounding=pair.rounding)
+
+    if to_ms > clock.now_ms() or (to_ms - from_ms) // GRANULARITY_MS[granularity] > HISTORY_CACHE_MAX_BARS:
+        return load()
+    key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms, keep)
+    return _recent_history.get(key, load)
 
 
 def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[str]]]:

@@ -215,6 +215,9 @@ ACCOUNT_CACHE_SECONDS = env.float("ACCOUNT_CACHE_SECONDS", default=0.5)
 # The same for a pair's ingestion signals read by stream connects and status requests (the
 # heartbeat's age is still computed at the request).
 PAIR_STATUS_CACHE_SECONDS = env.float("PAIR_STATUS_CACHE_SECONDS", default=1.0)
+# The same for a series of closed periods (every bar of the range has ended): a late bar or
+# a correction of history reaches every process's answers within it (market.selectors).
+HISTORY_CACHE_SECONDS = env.float("HISTORY_CACHE_SECONDS", default=1.0)
 API_KEY_FAILED_VERIFY_LIMIT = env.int("API_KEY_FAILED_VERIFY_LIMIT", default=10)
 API_KEY_FAILED_VERIFY_WINDOW_SECONDS = 300
 

@@ -191,3 +191,54 @@ def test_each_series_reads_only_the_columns_it_fetches(metric):
     columns = series.METRICS[metric]["columns"]
     fetched = [Bar(**{name: getattr(bar, name) for name in columns}) for bar in whole]
     assert series.rows(fetched, metric, "daily") == series.rows(whole, metric, "daily")
+
+
+
+@pytest.fixture
+def history_window(settings, monkeypatch):
+    """Closed ranges reused for 1 s, on a clock the test moves; `fetches` counts the reads
+    of the bar store."""
+    settings.HISTORY_CACHE_SECONDS = 1.0
+    clock = [1000.0]
+    monkeypatch.setattr("config.recent.time.monotonic", lambda: clock[0])
+    from market import selectors
+
+    selectors._recent_history._entries.clear()
+    fetches, read = [], selectors.bars_range
+    monkeypatch.setattr(selectors, "bars_range", lambda **kwargs: fetches.append(kwargs) or read(**kwargs))
+    return clock, fetches
+
+
+def _january_rows(btc):
+    from market.selectors import series_rows
+
+    return series_rows(pair=btc, metric="candlestick", granularity="day", resolution="daily", from_ms=JAN1,
+                       to_ms=JAN1 + 31 * DAY_MS)
+
+
+def test_a_closed_range_is_read_once_per_history_window_and_a_correction_shows_after_it(btc, history_window):
+    clock, fetches = history_window
+    first = _january_rows(btc)
+    assert _january_rows(btc) is first and len(fetches) == 1
+    bars_write(pair=btc, granularity="day", bars=[trade_bar(JAN1, [41000.0, 41010.0])])
+    assert _january_rows(btc)[0]["open"] == 42000.0  # within the window: the answer read before it
+    clock[0] += 1.01
+    assert _january_rows(btc)[0]["open"] == 41000.0 and len(fetches) == 2
+
+
+def test_a_range_reaching_into_the_current_period_is_read_every_time(btc, history_window, monkeypatch):
+    _, fetches = history_window
+    monkeypatch.setattr("config.clock.now_ms", lambda: JAN1 + 30 * DAY_MS + HOUR_MS)  # Jan 31, 01:00
+    _january_rows(btc)
+    _january_rows(btc)
+    assert len(fetches) == 2
+
+
+def test_a_range_of_more_bars_than_the_cache_keeps_is_read_every_time(btc, history_window):
+    from market.selectors import HISTORY_CACHE_MAX_BARS, series_rows
+
+    _, fetches = history_window
+    for _ in range(2):
+        series_rows(pair=btc, metric="candlestick", granularity="hour", resolution="hourly",
+                    from_ms=JAN1, to_ms=JAN1 + (HISTORY_CACHE_MAX_BARS + 1) * HOUR_MS)
+    assert len(fetches) == 2
