@@ -86,9 +86,9 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
 
 # A client polling a month of daily candles asks for the same closed bars again and again:
 # the fetch and the rows were half of a counted request's server CPU (docs/DECISIONS.md).
-# Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (a year of days; 256 entries
-# of up to ~0.3 MB each), so the memory stays bounded whatever clients ask.
-_recent_history = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=256)
+# Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (a year of days), and at most
+# 128 of them (~0.4 MB each at most), so the memory stays bounded whatever clients ask.
+_recent_history = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=128)
 HISTORY_CACHE_MAX_BARS = 400
 
 
@@ -105,7 +105,8 @@ def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, f
 
     if to_ms > clock.now_ms() or (to_ms - from_ms) // GRANULARITY_MS[granularity] > HISTORY_CACHE_MAX_BARS:
         return load()
-    key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms, keep)
+    key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms,
+           keep)
     return _recent_history.get(key, load)
 
 
