@@ -17,7 +17,8 @@ from .book import cancel_attributed
 FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
 FLIP_MIN_DEPTH_SHARE = 0.15  # ... and this share of the side's top-20 depth as it stood (DETECTION.md's 15 %) ...
 FLIP_MIN_BASELINE_DEPTH_SHARE = 0.11  # ... and of its 30-minute median: a thin moment alone does not make it large
-FLIP_MAX_DIST_SCALED = 3.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding)
+FLIP_MAX_DIST_SCALED = 4.0  # the large add stood 0..2 scaled ticks behind the touch (+ rounding, + our
+# unit running below the simulator's on calm books: docs/DETECTION_METHOD.md)
 FLIP_MAX_LIFE_MS = 12_000  # add -> pull (10 s, plus the time the pull takes)
 # an order gone this soon was hardly seen, so it misled nobody: price running through a
 # level or a quote replaced at once looks like this. On a netted feed, counted from the end
