@@ -245,6 +245,19 @@ def test_a_spoof_alone_at_the_best_level_is_flipping_when_its_pull_empties_it():
     assert out[0].build["distance_ticks_min"] == -1.0
 
 
+@pytest.mark.parametrize("behind, flipped", [(4, True), (5, False)])
+def test_a_flipped_order_may_stand_four_scaled_ticks_behind_the_touch_not_five(behind, flipped):
+    """DETECTION.md's 0-2 ticks, in our volatility unit, which runs below the simulator's on
+    calm books (docs/DETECTION_METHOD.md, "The distance unit of a calm book"): an order
+    four units behind the touch is near it, five is not."""
+    eng, t = warm_engine()
+    level = 10000 - behind
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(level), 130.0),)),
+           BookDelta(t + 4000, bids=((px(level), 10.0),))] + sell_into_bids(t + 4100, top=10000)
+    out = run(eng, evs)
+    assert [(e.scheme, e.side) for e in out] == ([("flipping", "bid")] if flipped else [])
+
+
 def test_an_order_stepping_deep_into_the_spread_is_not_flipping():
     """Three ticks inside a wide spread a large bid is an order meant to trade (price runs
     over such orders within moments), not one near the touch to mislead."""
