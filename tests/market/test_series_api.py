@@ -193,7 +193,6 @@ def test_each_series_reads_only_the_columns_it_fetches(metric):
     assert series.rows(fetched, metric, "daily") == series.rows(whole, metric, "daily")
 
 
-
 @pytest.fixture
 def history_window(settings, monkeypatch):
     """Closed ranges reused for 1 s, on a clock the test moves; `fetches` counts the reads
