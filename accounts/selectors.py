@@ -18,6 +18,12 @@ def account_recent(*, account_id: int) -> Account | None:
         pk=account_id).first())
 
 
+def account_if_recent(*, account_id: int) -> Account | None:
+    """`account_recent`'s answer if this process read it within ACCOUNT_CACHE_SECONDS, else
+    None (no database read: for a request served on the event loop)."""
+    return _recent_accounts.fresh((account_id,))
+
+
 def api_keys_live(*, account: Account) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(account=account, revoked_at__isnull=True).order_by("created_at")
 

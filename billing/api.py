@@ -1,5 +1,9 @@
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
+
+from config import loop
+from config.api.renderers import RENDER
 
 from . import metering
 from .base_views import AccountAPIView
@@ -8,9 +12,23 @@ from .selectors import iso_utc
 from .serializers import UsageSerializer
 
 
+def usage_document(plan, month: metering.Ticket, streamed_pairs: int) -> dict:
+    """The body of /me/usage: `month` holds the counters read with `streamed_pairs`."""
+    return {
+        "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
+        "plan": plan.name,
+        "requests": {"used": month.requests_used, "limit": plan.monthly_requests,
+                     "remaining": max(plan.monthly_requests - month.requests_used, 0)},
+        "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
+                  "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
+        "streams": {"pairs": streamed_pairs},
+    }
+
+
 class UsageView(AccountAPIView):
     """GET /api/v1/me/usage (alias /v1/me/usage): this UTC month's usage. Never counted,
-    and still answers when the quota is used up."""
+    and still answers when the quota is used up. Its plain case is served on the event loop
+    (`usage_on_loop`); this view answers everything else."""
 
     permission_classes = [IsAccountKey]
     metered = False
@@ -18,21 +36,28 @@ class UsageView(AccountAPIView):
     @extend_schema(summary="Monthly usage of the key's account", tags=["account"],
                    responses=UsageSerializer)
     def get(self, request):
-        plan = request.user.account.plan
         # the month's counters, read once: the quota headers of this answer show the same
         month = metering.ticket_of(request)
         streamed_pairs = metering.read_usage(month)
-        return Response({
-            "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
-            "plan": plan.name,
-            "requests": {"used": month.requests_used, "limit": plan.monthly_requests,
-                         "remaining": max(plan.monthly_requests - month.requests_used, 0)},
-            "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
-                      "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
-            "streams": {"pairs": streamed_pairs},
-        })
+        return Response(usage_document(request.user.account.plan, month, streamed_pairs))
 
 
 @extend_schema_view(get=extend_schema(exclude=True))
 class UsageAliasView(UsageView):
     """GET /v1/me/usage, the alias SPEC.md names: documented once, as /api/v1/me/usage."""
+
+
+_USAGE_ALLOW = loop.allow_header(UsageView)
+
+
+async def usage_on_loop(request) -> HttpResponse | None:
+    """`UsageView`'s answer to a plain GET by a key and account this process holds, on the
+    event loop (config/loop.py); None for anything else."""
+    fmt = loop.plain_format(request) if request.method == "GET" else None
+    account = loop.known_account(request) if fmt is not None else None
+    if account is None:
+        return None
+    month = metering.open_ticket(account=account)
+    streamed_pairs = await metering.read_usage_on_loop(month)
+    return loop.finish(request, RENDER[fmt](usage_document(account.plan, month, streamed_pairs)), fmt, month,
+                       _USAGE_ALLOW)

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 
 from config import clock
 from config.api.errors import QuotaExceeded
-from config.db import fetch_one_prepared, fetch_prepared
+from config.db import fetch_one_prepared, fetch_prepared, fetch_prepared_on_loop
 from streaming.models import StreamSubscription
 
 from .models import UsageCounter
@@ -150,8 +150,20 @@ def read_month(ticket: Ticket) -> Ticket:
 def read_usage(ticket: Ticket) -> int:
     """The month's counters onto the ticket and the pairs the account streams now, in one
     statement (/me/usage)."""
-    [(requests, bytes_, streamed_pairs)] = fetch_prepared(
-        _READ_USAGE, [ticket.account_id, ticket.account_id, ticket.month_start])
+    return _usage_onto(ticket, fetch_prepared(_READ_USAGE, _usage_params(ticket)))
+
+
+async def read_usage_on_loop(ticket: Ticket) -> int:
+    """`read_usage` from the event loop (config.db.fetch_prepared_on_loop)."""
+    return _usage_onto(ticket, await fetch_prepared_on_loop(_READ_USAGE, _usage_params(ticket)))
+
+
+def _usage_params(ticket: Ticket) -> list:
+    return [ticket.account_id, ticket.account_id, ticket.month_start]
+
+
+def _usage_onto(ticket: Ticket, rows: list[tuple]) -> int:
+    [(requests, bytes_, streamed_pairs)] = rows
     ticket.requests_used, ticket.bytes_used = requests or 0, bytes_ or 0
     return streamed_pairs
 
@@ -197,9 +209,7 @@ def count_served(ticket: Ticket, size: int) -> bool:
 def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
     """One statement for answers that pass only all together: the month's counts after
     the last of them, or None when they do not all fit (nothing is written)."""
-    params = {"account": ticket.account_id, "month": ticket.month_start, "day": ticket.day, "k": len(sizes),
-              "size": sum(sizes), "last": sizes[-1], "requests_limit": ticket.requests_limit,
-              "bytes_limit": ticket.bytes_limit}
+    params = _served_params(ticket, sizes)
     if connection.vendor == "postgresql":
         return fetch_one_prepared(_COUNT_SERVED, params)
     with transaction.atomic(), connection.cursor() as cursor:
@@ -208,6 +218,27 @@ def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
         if row is not None:
             cursor.execute(_COUNT_SERVED_DAY_ALONE, params)
     return row
+
+
+def _served_params(ticket: Ticket, sizes: list[int]) -> dict:
+    return {"account": ticket.account_id, "month": ticket.month_start, "day": ticket.day, "k": len(sizes),
+            "size": sum(sizes), "last": sizes[-1], "requests_limit": ticket.requests_limit,
+            "bytes_limit": ticket.bytes_limit}
+
+
+async def count_served_on_loop(ticket: Ticket, size: int) -> bool:
+    """`count_served` from the event loop (config/loop.py), PostgreSQL only: one statement
+    per answer, exact under concurrency as every count is (the month row's lock decides).
+    False when the month cannot pay for the answer: nothing is written, and the request is
+    left to the request threads' path, which answers the 429 with its counts."""
+    if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
+        return False
+    rows = await fetch_prepared_on_loop(_COUNT_SERVED, _served_params(ticket, [size]))
+    if not rows:
+        return False
+    ticket.counted = True
+    ticket.requests_used, ticket.bytes_used = rows[0]
+    return True
 
 
 class _CountingGroup:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import connection
 
 
@@ -29,3 +30,46 @@ def fetch_one_prepared(sql: str, params) -> tuple | None:
     """The first row of `sql`, prepared as `fetch_prepared`; None when there is none."""
     rows = fetch_prepared(sql, params)
     return rows[0] if rows else None
+
+
+# The pool of connections the event loop's own statements use (one per process: daphne
+# runs one loop), opened by the first of them. Apart from the request threads' pool.
+_loop_pools: dict = {}
+LOOP_APPLICATION_NAME = "event loop"
+
+
+async def _loop_pool():
+    import asyncio
+
+    from django.db import connections
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+    loop = asyncio.get_running_loop()
+    pool = _loop_pools.get(loop)
+    if pool is None:
+        params = connections["default"].get_connection_params()
+        params.pop("cursor_factory", None)  # Django's cursor is for sync connections
+        params["autocommit"] = True
+        params.setdefault("application_name", LOOP_APPLICATION_NAME)  # told apart in pg_stat_activity
+        pool = _loop_pools[loop] = AsyncConnectionPool(
+            kwargs=params, connection_class=AsyncConnection, open=False, name="event-loop",
+            min_size=1, max_size=settings.DB_LOOP_POOL_MAX, timeout=settings.DB_LOOP_POOL_TIMEOUT_SECONDS)
+        await pool.open()
+    return pool
+
+
+def can_fetch_on_loop() -> bool:
+    """Whether `fetch_prepared_on_loop` serves here: PostgreSQL (psycopg's async connections);
+    SQLite has no client that waits without a thread."""
+    return connection.vendor == "postgresql" and settings.DB_LOOP_POOL_MAX > 0
+
+
+async def fetch_prepared_on_loop(sql: str, params) -> list[tuple]:
+    """`fetch_prepared` for code running on the event loop: the statement waits on the
+    socket with no thread and no hand-off of the interpreter lock (docs/DECISIONS.md).
+    PostgreSQL only (`can_fetch_on_loop`)."""
+    pool = await _loop_pool()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(sql, params, prepare=True)
+        return await cursor.fetchall()

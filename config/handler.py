@@ -16,6 +16,8 @@ single-thread executor taken from a pool and returned after (asgiref's
 request_started / request_finished receivers that return the thread's database
 connection to the pool run on the thread that used it), with threads reused."""
 
+import functools
+import io
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -49,6 +51,11 @@ class SyncChainASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        route = self.loop_routes().get(scope["path"])
+        if route is not None:
+            answered, receive = await self.answered_on_loop(route, scope, receive, send)
+            if answered:
+                return
         executor = self.threads.take()
         try:
             async with ThreadSensitiveContext(executor=executor):
@@ -60,3 +67,30 @@ class SyncChainASGIHandler(ASGIHandler):
         # thread_sensitive: the request's thread, where Django's request_started /
         # request_finished receivers run and return its database connection to the pool
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+    @staticmethod
+    @functools.cache
+    def loop_routes() -> dict:
+        """The paths answered on the event loop when they can be (config/loop.py): none
+        where statements cannot be made there (SQLite)."""
+        from config.db import can_fetch_on_loop
+        from config.urls import LOOP_ROUTES
+
+        return LOOP_ROUTES if can_fetch_on_loop() else {}
+
+    async def answered_on_loop(self, route, scope, receive, send):
+        """Serve the request on the event loop if its route answers it there (config/loop.py):
+        (True, _), or (False, receive) with a `receive` that gives Django the request from
+        its start, the body the loop read included."""
+        from config import loop
+
+        body, messages = b"", []
+        if scope["method"] == "POST":
+            body, messages = await loop.read_body(receive)
+            if body is None:  # too large, or the client left: Django answers as it would
+                return False, loop.replaying(messages, receive)
+        response = await loop.answer(route, self.request_class(scope, io.BytesIO(body)))
+        if response is None:
+            return False, loop.replaying(messages, receive)
+        await self.send_response(response, send)
+        return True, receive

@@ -20,6 +20,14 @@ class RecentLookups:
         self.max_entries = max_entries
         self._entries: dict[tuple, tuple[float, object]] = {}
 
+    def fresh(self, key: tuple, missing=None):
+        """The answer kept for `key` if it is still within its time, else `missing`; never
+        loads (for code on the event loop, which must not wait on the database)."""
+        entry = self._entries.get(key)
+        if entry is None or time.monotonic() - entry[0] >= getattr(settings, self.seconds_setting):
+            return missing
+        return entry[1]
+
     def get(self, key: tuple, load: Callable[[], object]):
         seconds = getattr(settings, self.seconds_setting)
         now = time.monotonic()

@@ -2,9 +2,10 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from accounts.views import home
-from billing.api import UsageAliasView, UsageView
+from billing.api import UsageAliasView, UsageView, usage_on_loop
 from config.api.views import ExplorerView, SchemaView, unknown_api_path
 from config.health import healthz
+from market.api import CandlestickView, LimitOrdersView, SpreadView, TradesView, series_on_loop
 
 api_v1 = [
     path("me/usage", UsageView.as_view(), name="me-usage"),
@@ -32,3 +33,10 @@ urlpatterns = [
 
 handler404 = "config.api.views.handler404"
 handler500 = "config.api.views.handler500"
+
+# Plain requests these paths answer on the event loop, with their views above for the rest
+# (config/loop.py).
+LOOP_ROUTES = {"/api/v1/me/usage": usage_on_loop, "/v1/me/usage": usage_on_loop,
+               **{f"/api/v1/market/{name}": series_on_loop(view) for name, view in (
+                   ("candlestick", CandlestickView), ("limit-orders", LimitOrdersView), ("trades", TradesView),
+                   ("spread", SpreadView))}}

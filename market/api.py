@@ -5,17 +5,22 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
+from django.http import HttpResponse
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from billing import metering
 from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
-from config import clock
+from config import clock, loop
 from config.api import params
-from config.api.errors import InvalidParameter
+from config.api.errors import ApiError, InvalidParameter
+from config.api.renderers import RENDER
 
 from . import series
-from .selectors import exchange_get, pair_by_symbol, ranked_assets_on, series_rows
+from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, ranked_assets_on, series_rows,
+                        series_rows_if_recent)
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
 
@@ -84,22 +89,28 @@ class SeriesView(AccountAPIView):
 
     def post(self, request):
         given = self.read_input(request)
-        exchange, symbol, start, end = given["exchange"], given["symbol"], given["start"], given["end"]
-        resolution = given["resolution"]
-        pair = pair_by_symbol(exchange=exchange, symbol=symbol)
+        pair = pair_by_symbol(exchange=given["exchange"], symbol=given["symbol"])
         if pair is None:
+            exchange = given["exchange"]
             if exchange_get(slug=exchange) is None:
                 raise InvalidParameter("exchange", f"unknown exchange {exchange!r}")
-            raise InvalidParameter("symbol", f"{symbol.upper()} is not listed on {exchange.lower()}")
-        keep, sides = self.columns(given.get("side"))
-        rows = series_rows(pair=pair, metric=self.metric, granularity=RESOLUTIONS[resolution][0],
-                           resolution=resolution, from_ms=_day_ms(start),
-                           to_ms=_day_ms(end) + 86_400_000,  # not end + 1 day: 9999-12-31 has none
-                           keep=keep)
+            raise InvalidParameter("symbol", f"{given['symbol'].upper()} is not listed on {exchange.lower()}")
+        return Response(self.document(given, pair, series_rows(**self.rows_query(given, pair))))
+
+    def rows_query(self, given: dict, pair) -> dict:
+        """The arguments of `series_rows` for a validated request."""
+        resolution = given["resolution"]
+        return {"pair": pair, "metric": self.metric, "granularity": RESOLUTIONS[resolution][0],
+                "resolution": resolution, "from_ms": _day_ms(given["start"]),
+                "to_ms": _day_ms(given["end"]) + 86_400_000,  # not end + 1 day: 9999-12-31 has none
+                "keep": self.columns(given.get("side"))[0]}
+
+    def document(self, given: dict, pair, rows: list[dict]) -> dict:
         meta = {"source_type": "exchange", "source": pair.exchange.slug, "symbol": pair.symbol,
-                "metric_type": self.metric, "sides": sides, "resolution": resolution,
-                "start": start.isoformat(), "end": end.isoformat(), "count": len(rows)}
-        return Response({"meta": meta, "data": rows})
+                "metric_type": self.metric, "sides": self.columns(given.get("side"))[1],
+                "resolution": given["resolution"], "start": given["start"].isoformat(),
+                "end": given["end"].isoformat(), "count": len(rows)}
+        return {"meta": meta, "data": rows}
 
     def columns(self, side: str | None) -> tuple[tuple[str, ...] | None, list[str]]:
         return None, series.METRICS[self.metric]["sides"]
@@ -164,6 +175,40 @@ class SpreadView(SeriesView):
                        "spread_bps_min", "spread_bps_max")))
     def post(self, request):
         return super().post(request)
+
+
+def series_on_loop(view_class: type[SeriesView]):
+    """The view's answer to a plain request on the event loop (config/loop.py): a key,
+    account, pair and closed range this process read lately, a valid body. Counted with
+    its body as it leaves, as the view's answers are. None for anything else: a parameter
+    to refuse, a range reaching into the current period, a month used up (the view answers
+    the 429), a format to negotiate, a plan without the API."""
+    view, allow = view_class(), loop.allow_header(view_class)
+    declared = view.inputs["POST"]._declared_fields
+
+    async def answer(request) -> HttpResponse | None:
+        data = loop.json_object(request) if request.method == "POST" else None
+        fmt = loop.plain_format(request, data.get("format")) if data is not None else None
+        account = loop.known_account(request) if fmt is not None else None
+        if account is None or not account.plan.has_api:
+            return None
+        month = metering.open_ticket(account=account)
+        if metering.refused_lately(month) or any(name not in declared for name in data):
+            return None
+        try:
+            given = view.inputs["POST"].read(data)
+        except (ApiError, ValidationError):
+            return None
+        pair = pair_by_symbol_if_recent(exchange=given["exchange"], symbol=given["symbol"])
+        rows = series_rows_if_recent(**view.rows_query(given, pair)) if pair is not None else None
+        if rows is None:
+            return None
+        body = RENDER[fmt](view.document(given, pair, rows))
+        if not await metering.count_served_on_loop(month, len(body)):
+            return None
+        return loop.finish(request, body, fmt, month, allow)
+
+    return answer
 
 
 class RankTopQuery(params.RequestSerializer):

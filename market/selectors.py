@@ -38,6 +38,15 @@ def pair_by_symbol(*, exchange: str, symbol: str) -> Pair | None:
     return pair_get(exchange=exchange, base=base, quote=quote)
 
 
+def pair_by_symbol_if_recent(*, exchange: str, symbol: str) -> Pair | None:
+    """`pair_by_symbol`'s pair if this process read it within CATALOG_CACHE_SECONDS, else
+    None (no database read: for an answer served on the event loop)."""
+    base, sep, quote = symbol.partition("-")
+    if not sep or not base or not quote or "-" in quote:
+        return None
+    return _recent.fresh(("pair", exchange.lower(), base.upper(), quote.upper()))
+
+
 def exchange_get(*, slug: str) -> Exchange | None:
     key = ("exchange", slug.lower())
     return _recent.get(key, lambda: Exchange.objects.filter(slug=key[1], is_active=True).first())
@@ -103,11 +112,26 @@ def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, f
                           columns=series.METRICS[metric]["columns"])
         return series.rows(bars, metric, resolution, keep=keep, rounding=pair.rounding)
 
+    key = _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep)
+    return load() if key is None else _recent_history.get(key, load)
+
+
+def series_rows_if_recent(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int, to_ms: int,
+                          keep: tuple[str, ...] | None = None) -> list[dict] | None:
+    """`series_rows`' answer if this process read that closed range within
+    HISTORY_CACHE_SECONDS, else None (no database read: for an answer served on the event
+    loop)."""
+    key = _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep)
+    return None if key is None else _recent_history.fresh(key)
+
+
+def _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep) -> tuple | None:
+    """The key a range's rows are shared under; None for a range reaching into the current
+    period or longer than HISTORY_CACHE_MAX_BARS (read every time)."""
     if to_ms > clock.now_ms() or (to_ms - from_ms) // GRANULARITY_MS[granularity] > HISTORY_CACHE_MAX_BARS:
-        return load()
-    key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms,
-           keep)
-    return _recent_history.get(key, load)
+        return None
+    return (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms,
+            keep)
 
 
 def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[str]]]:

@@ -56,3 +56,12 @@ def test_answers_are_not_kept_when_the_setting_is_zero(settings):
     for _ in range(3):
         recent.get(("k",), lambda: calls.append(1))
     assert len(calls) == 3
+
+
+def test_fresh_gives_a_kept_answer_only_within_its_time_and_never_loads(lookups):
+    recent, clock = lookups
+    assert recent.fresh(("k",)) is None
+    recent.get(("k",), lambda: "kept")
+    assert recent.fresh(("k",)) == "kept"
+    clock[0] += 1.5
+    assert recent.fresh(("k",), missing="gone") == "gone"

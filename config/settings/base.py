@@ -72,6 +72,8 @@ VAR_DIR.mkdir(exist_ok=True)  # the embedded SQLite file lives here
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
 }
+DB_LOOP_POOL_MAX = 0  # no statements on the event loop (SQLite); PostgreSQL sets it below
+DB_LOOP_POOL_TIMEOUT_SECONDS = 1.0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI every request's sync code may run on its own thread, and persistent
     # per-thread connections pile up past max_connections. A bounded psycopg pool per
@@ -82,6 +84,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": env.int("DB_POOL_MAX", default=16),
         "timeout": env.int("DB_POOL_TIMEOUT_SECONDS", default=20),
     }
+    # Statements made on the event loop itself (config.db.fetch_prepared_on_loop: the
+    # answers served there, config/loop.py) have a small pool of their own; 0 turns that
+    # path off and every request takes a thread.
+    DB_LOOP_POOL_MAX = env.int("DB_LOOP_POOL_MAX", default=4)
+    # (a statement that cannot get a connection this soon is left to the request threads)
+    DB_LOOP_POOL_TIMEOUT_SECONDS = env.float("DB_LOOP_POOL_TIMEOUT_SECONDS", default=1.0)
     # The hot paths' statements are prepared once per pooled connection (config.db);
     # nothing else is (a threshold no statement reaches). Off (None) for a pooler that
     # cannot carry prepared statements, such as PgBouncer before 1.21 in transaction mode.

@@ -154,3 +154,26 @@ def test_the_database_refuses_a_third_live_key_even_past_the_service(account):
         ApiKey.objects.create(account=account, name="sneaky", lookup_id="A" * 12, key_hash="x", slot=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         ApiKey.objects.create(account=account, name="sneaky", lookup_id="B" * 12, key_hash="x", slot=3)
+
+
+def test_the_loop_knows_a_key_only_while_this_process_verified_it_and_its_recheck_is_not_due(
+        api_key, client_for, settings, monkeypatch):
+    """`api_key_verified_here` (what the event loop's answers trust) never asks a cache or
+    the database: unknown until the full path verified the key, then known until the
+    recheck is due, and never for a forged secret."""
+    import time
+
+    from accounts import keys
+    from accounts.services import api_key_verified_here
+
+    settings.API_KEY_RECHECK_SECONDS = 1.0
+    assert api_key_verified_here(presented=api_key.plaintext) is None
+    assert client_for(api_key.plaintext).get(USAGE).status_code == 200
+    known = api_key_verified_here(presented=api_key.plaintext)
+    assert (known.key_id, known.account_id) == (api_key.api_key.pk, api_key.api_key.account_id)
+    payload = api_key.plaintext[9:21] + "y" * 32
+    assert api_key_verified_here(presented=f"mdp_live_{payload}{keys.checksum(payload)}") is None
+    assert api_key_verified_here(presented="not a key") is None
+    later = time.time() + 1.05
+    monkeypatch.setattr("accounts.services.time.time", lambda: later)
+    assert api_key_verified_here(presented=api_key.plaintext) is None
