@@ -59,5 +59,5 @@ async def usage_on_loop(request) -> HttpResponse | None:
         return None
     month = metering.open_ticket(account=account)
     streamed_pairs = await metering.read_usage_on_loop(month)
-    return loop.finish(request, RENDER[fmt](usage_document(account.plan, month, streamed_pairs)), fmt, month,
-                       _USAGE_ALLOW)
+    body = RENDER[fmt](usage_document(account.plan, month, streamed_pairs))
+    return loop.with_quota(loop.finish(request, body, fmt, _USAGE_ALLOW), month)

@@ -118,15 +118,21 @@ def allow_header(view_class) -> str:
     return ", ".join(view.allowed_methods)
 
 
-def finish(request: HttpRequest, body: bytes, fmt: str, ticket, allow: str) -> HttpResponse:
+def finish(request: HttpRequest, body: bytes, fmt: str, allow: str) -> HttpResponse:
     """A view's 200 answer as DRF and the middleware would send it: its format's type,
-    Vary and Allow, the quota headers of the request's ticket, then `site_response`."""
+    Vary and Allow, then `site_response`. The quota headers come last (`with_quota`), once
+    the request is counted: nothing that can fail is left after the count."""
     response = HttpResponse(body, content_type=CONTENT_TYPES[fmt])
     response["Vary"] = "Accept"
     response["Allow"] = allow
+    return site_response(request, response)
+
+
+def with_quota(response: HttpResponse, ticket) -> HttpResponse:
+    """The X-Quota-* headers of the request's metering ticket, as MeteringMiddleware writes them."""
     for name, value in ticket.headers().items():
         response[name] = value
-    return site_response(request, response)
+    return response
 
 
 # After a failure (the database restarting, the loop's pool exhausted past its timeout)

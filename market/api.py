@@ -204,9 +204,10 @@ def series_on_loop(view_class: type[SeriesView]):
         if rows is None:
             return None
         body = RENDER[fmt](view.document(given, pair, rows))
+        response = loop.finish(request, body, fmt, allow)
         if not await metering.count_served_on_loop(month, len(body)):
             return None
-        return loop.finish(request, body, fmt, month, allow)
+        return loop.with_quota(response, month)
 
     return answer
 

@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 POOL_TIMEOUT_SECONDS = 3  # how long a request waits for a database connection
 BOUND_SECONDS = 2 * POOL_TIMEOUT_SECONDS  # no request may take longer, outage or not
-KINDS = ["candlestick", "status", "usage", "sse"]  # the database-backed requests each client cycles through
+# the database-backed requests each client cycles through; `closed candlestick` and `usage`
+# are answered on the event loop while the database is up (config/loop.py)
+KINDS = ["candlestick", "status", "usage", "sse", "closed candlestick"]
 CLIENT_THREADS = 8  # 4 concurrent clients per server: requests queued behind each other would show
 PAIR = "/api/v1/streams/binance/BTC/USDT"
 
@@ -90,7 +92,9 @@ class Load:
         self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(CLIENT_THREADS)]
         today = time.strftime("%Y-%m-%d", time.gmtime())
         first = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 4 * 86400))
+        yesterday = time.strftime("%Y-%m-%d", time.gmtime(time.time() - 86400))
         self.candles = {"exchange": "binance", "symbol": "BTC-USDT", "start": first, "end": today}
+        self.closed_candles = {**self.candles, "end": yesterday}
 
     def __enter__(self):
         for thread in self._threads:
@@ -103,8 +107,9 @@ class Load:
             thread.join(BOUND_SECONDS + 30)
 
     def _request(self, http: httpx.Client, kind: str):
-        if kind == "candlestick":
-            return http.post("/api/v1/market/candlestick", json=self.candles)
+        if kind in ("candlestick", "closed candlestick"):
+            return http.post("/api/v1/market/candlestick",
+                             json=self.candles if kind == "candlestick" else self.closed_candles)
         if kind == "status":
             return http.get(f"{PAIR}/status")
         if kind == "usage":
@@ -116,7 +121,7 @@ class Load:
 
     def _run(self, number: int) -> None:
         base = self.urls[number % len(self.urls)]
-        kinds = itertools.cycle(KINDS[number % 4:] + KINDS[:number % 4])
+        kinds = itertools.cycle(KINDS[number % len(KINDS):] + KINDS[:number % len(KINDS)])
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {self.key}"},
                           timeout=BOUND_SECONDS + 20) as http:
             while not self._stop.is_set():
