@@ -39,23 +39,34 @@ LOOP_APPLICATION_NAME = "event loop"
 
 
 async def _loop_pool():
+    """The loop's pool, opened once: concurrent first statements wait on the same opening."""
     import asyncio
 
+    loop = asyncio.get_running_loop()
+    opening = _loop_pools.get(loop)
+    if opening is None:
+        opening = _loop_pools[loop] = loop.create_task(_open_loop_pool())
+    try:
+        return await asyncio.shield(opening)
+    except BaseException:
+        if opening.done() and _loop_pools.get(loop) is opening:
+            del _loop_pools[loop]  # the next statement tries again
+        raise
+
+
+async def _open_loop_pool():
     from django.db import connections
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-    loop = asyncio.get_running_loop()
-    pool = _loop_pools.get(loop)
-    if pool is None:
-        params = connections["default"].get_connection_params()
-        params.pop("cursor_factory", None)  # Django's cursor is for sync connections
-        params["autocommit"] = True
-        params.setdefault("application_name", LOOP_APPLICATION_NAME)  # told apart in pg_stat_activity
-        pool = _loop_pools[loop] = AsyncConnectionPool(
-            kwargs=params, connection_class=AsyncConnection, open=False, name="event-loop",
-            min_size=1, max_size=settings.DB_LOOP_POOL_MAX, timeout=settings.DB_LOOP_POOL_TIMEOUT_SECONDS)
-        await pool.open()
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)  # Django's cursor is for sync connections
+    params["autocommit"] = True
+    params.setdefault("application_name", LOOP_APPLICATION_NAME)  # told apart in pg_stat_activity
+    pool = AsyncConnectionPool(kwargs=params, connection_class=AsyncConnection, open=False, name="event-loop",
+                               min_size=1, max_size=settings.DB_LOOP_POOL_MAX,
+                               timeout=settings.DB_LOOP_POOL_TIMEOUT_SECONDS)
+    await pool.open()
     return pool
 
 

@@ -84,3 +84,29 @@ def test_a_host_django_would_refuse_or_a_redirect_to_https_is_left_to_django(set
     loop.site_middleware.cache_clear()
     assert not loop.site_allows(factory.get("/api/v1/me/usage"))
     assert loop.site_allows(factory.get("/api/v1/me/usage", secure=True))
+
+
+def test_the_loops_pool_is_opened_once_by_concurrent_first_statements_and_again_after_a_failure(monkeypatch):
+    from config import db
+
+    openings = []
+
+    async def opening():
+        openings.append(1)
+        await asyncio.sleep(0.01)
+        if len(openings) == 1:
+            raise ConnectionError("the database is not up yet")
+        return "pool"
+
+    monkeypatch.setattr(db, "_open_loop_pool", opening)
+    monkeypatch.setattr(db, "_loop_pools", {})
+
+    async def first_statements():
+        first = await asyncio.gather(*(db._loop_pool() for _ in range(5)), return_exceptions=True)
+        again = await asyncio.gather(*(db._loop_pool() for _ in range(5)))
+        return first, again
+
+    first, again = asyncio.run(first_statements())
+    assert all(isinstance(result, ConnectionError) for result in first)
+    assert again == ["pool"] * 5
+    assert len(openings) == 2
