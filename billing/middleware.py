@@ -46,10 +46,7 @@ class MeteringMiddleware:
             else:
                 metering.add_bytes(ticket, len(response.content))
         except Exception as exc:
-            unavailable = dependency_unavailable(exc)
-            if unavailable is None:
-                logger.exception("Usage could not be recorded for account %s", ticket.account_id)
-            return self._unmetered_refusal(request, unavailable)
+            return unmetered_refusal(request, ticket, exc)
         for name, value in ticket.headers().items():
             response[name] = value
         return response
@@ -83,9 +80,14 @@ class MeteringMiddleware:
         toon = served.get("Content-Type", "").startswith(CONTENT_TYPES[TOON].split(";")[0])
         return error_response(request, metering.quota_refusal(ticket), fmt=TOON if toon else None)
 
-    @staticmethod
-    def _unmetered_refusal(request, unavailable=None):
-        message = "Usage could not be recorded, so nothing was served. Retry shortly."
-        error = InternalError(message) if unavailable is None else \
-            TemporarilyUnavailable(message, details=unavailable.details)
-        return error_response(request, error)
+
+def unmetered_refusal(request, ticket, exc: Exception):
+    """What a request gets when its usage could not be recorded (the counter statement
+    failed): nothing is served, 503 when the database is out of reach, else 500."""
+    unavailable = dependency_unavailable(exc)
+    if unavailable is None:
+        logger.exception("Usage could not be recorded for account %s", ticket.account_id, exc_info=exc)
+    message = "Usage could not be recorded, so nothing was served. Retry shortly."
+    error = InternalError(message) if unavailable is None else \
+        TemporarilyUnavailable(message, details=unavailable.details)
+    return error_response(request, error)

@@ -63,6 +63,9 @@ async def _open_loop_pool():
     params.pop("cursor_factory", None)  # Django's cursor is for sync connections
     params["autocommit"] = True
     params.setdefault("application_name", LOOP_APPLICATION_NAME)  # told apart in pg_stat_activity
+    # a statement that hangs (a lock, a half-open connection) gives its connection back in time
+    timeout_ms = int(settings.DB_LOOP_STATEMENT_TIMEOUT_SECONDS * 1000)
+    params["options"] = f"{params.get('options', '')} -c statement_timeout={timeout_ms}".strip()
     pool = AsyncConnectionPool(kwargs=params, connection_class=AsyncConnection, open=False, name="event-loop",
                                min_size=1, max_size=settings.DB_LOOP_POOL_MAX,
                                timeout=settings.DB_LOOP_POOL_TIMEOUT_SECONDS)
@@ -80,7 +83,11 @@ async def fetch_prepared_on_loop(sql: str, params) -> list[tuple]:
     """`fetch_prepared` for code running on the event loop: the statement waits on the
     socket with no thread and no hand-off of the interpreter lock (docs/DECISIONS.md).
     PostgreSQL only (`can_fetch_on_loop`)."""
-    pool = await _loop_pool()
-    async with pool.connection() as conn:
-        cursor = await conn.execute(sql, params, prepare=True)
-        return await cursor.fetchall()
+    from django.db import connections
+
+    # psycopg's errors as Django's (OperationalError and the like), as on the threads' path
+    with connections["default"].wrap_database_errors:
+        pool = await _loop_pool()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(sql, params, prepare=True)
+            return await cursor.fetchall()

@@ -21,7 +21,7 @@ import io
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 
 
 class RequestThreads:
@@ -51,7 +51,8 @@ class SyncChainASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        route = self.loop_routes().get(scope["path"])
+        # the path Django resolves: without the script prefix (root_path, FORCE_SCRIPT_NAME)
+        route = self.loop_routes().get(scope["path"].removeprefix(get_script_prefix(scope)))
         if route is not None:
             answered, receive = await self.answered_on_loop(route, scope, receive, send)
             if answered:

@@ -37,7 +37,8 @@ from django.middleware.security import SecurityMiddleware
 
 from config.api.media import CONTENT_TYPES, choose_format
 
-from .api.middleware import RequestIdMiddleware
+from .api.errors import dependency_unavailable
+from .api.middleware import assign_request_id, oversized_body
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +56,11 @@ def site_middleware() -> tuple:
 
 def site_allows(request: HttpRequest) -> bool:
     """Django's middleware would let the request reach its view: an allowed Host, no
-    redirect (to HTTPS, to a slash), no refused user agent."""
+    redirect (to HTTPS, to a slash), no refused user agent, no oversized body."""
     security, common, _ = site_middleware()
     try:
-        return security.process_request(request) is None and common.process_request(request) is None
+        return security.process_request(request) is None and common.process_request(request) is None \
+            and oversized_body(request) is None
     except (DisallowedHost, PermissionDenied):
         return False
 
@@ -70,7 +72,8 @@ def site_response(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     response = frame_options.process_response(request, response)
     response = common.process_response(request, response)
     response = security.process_response(request, response)
-    return RequestIdMiddleware(lambda _: response)(request)
+    response["X-Request-Id"] = request.request_id  # as RequestIdMiddleware, which `answer` stood in for
+    return response
 
 
 def plain_format(request: HttpRequest, body_format: object = None) -> str | None:
@@ -135,24 +138,31 @@ def with_quota(response: HttpResponse, ticket) -> HttpResponse:
     return response
 
 
-# After a failure (the database restarting, the loop's pool exhausted past its timeout)
-# the loop declines everything for this long: Django's path answers meanwhile, with its own
-# bounds and error envelope, instead of each request waiting out the loop's pool first.
+# After the database failed a statement (restarting, out of reach, the loop's pool
+# exhausted past its timeout) the loop declines everything for this long: Django's path
+# answers meanwhile, with its own bounds and error envelope, instead of each request
+# waiting out the loop's pool first.
 DECLINE_AFTER_FAILURE_SECONDS = 1.0
 _declining_until = 0.0
 
 
+def failed(exc: Exception) -> None:
+    """Note a failure: a database that is out of reach stops the loop's answers for a moment."""
+    global _declining_until
+    if dependency_unavailable(exc) is not None:
+        _declining_until = time.monotonic() + DECLINE_AFTER_FAILURE_SECONDS
+
+
 async def answer(route: LoopAnswer, request: HttpRequest) -> HttpResponse | None:
     """The route's answer, or None (declined: Django serves the request)."""
-    global _declining_until
     if time.monotonic() < _declining_until or not site_allows(request):
         return None
+    assign_request_id(request)
     try:
         return await route(request)
-    except Exception:  # noqa: BLE001 - Django answers instead, with its own error handling
-        logger.warning("Declined on the event loop, Django answers for %.0f s: %s", DECLINE_AFTER_FAILURE_SECONDS,
-                       request.path, exc_info=True)
-        _declining_until = time.monotonic() + DECLINE_AFTER_FAILURE_SECONDS
+    except Exception as exc:  # noqa: BLE001 - Django answers instead, with its own error handling
+        failed(exc)
+        logger.info("Declined on the event loop: %s (%s)", request.path, exc)
         return None
 
 

@@ -11,6 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from billing import metering
+from billing.middleware import unmetered_refusal
 from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
 from config import clock, loop
@@ -205,9 +206,12 @@ def series_on_loop(view_class: type[SeriesView]):
             return None
         body = RENDER[fmt](view.document(given, pair, rows))
         response = loop.finish(request, body, fmt, allow)
-        if not await metering.count_served_on_loop(month, len(body)):
-            return None
-        return loop.with_quota(response, month)
+        try:
+            counted = await metering.count_served_on_loop(month, len(body))
+        except Exception as exc:  # noqa: BLE001 - it may have been counted: the view must not count it again
+            loop.failed(exc)
+            return loop.site_response(request, unmetered_refusal(request, month, exc))
+        return loop.with_quota(response, month) if counted else None
 
     return answer
 

@@ -42,11 +42,17 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        offered = request.META.get("HTTP_X_REQUEST_ID", "")
-        request.request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+        assign_request_id(request)
         response = self.get_response(request)
         response["X-Request-Id"] = request.request_id
         return response
+
+
+def assign_request_id(request) -> str:
+    """The request's id: the client's own X-Request-Id when it sent a sane one."""
+    offered = request.META.get("HTTP_X_REQUEST_ID", "")
+    request.request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+    return request.request_id
 
 
 class ApiErrorMiddleware:
@@ -58,14 +64,9 @@ class ApiErrorMiddleware:
 
     def __call__(self, request):
         if is_api_path(request.path):
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
-            if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
-                return error_response(request, PayloadTooLarge(
-                    f"The request body is {length} bytes; the limit is "
-                    f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE}."))
+            too_large = oversized_body(request)
+            if too_large is not None:
+                return error_response(request, too_large)
         return self.get_response(request)
 
     def process_exception(self, request, exception):
@@ -76,3 +77,15 @@ class ApiErrorMiddleware:
             logger.exception("Unhandled error in %s", request.path, exc_info=exception)
             error = InternalError()
         return error_response(request, error)
+
+
+def oversized_body(request) -> PayloadTooLarge | None:
+    """413 for a request that declares a body over the upload limit."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return PayloadTooLarge(f"The request body is {length} bytes; the limit is "
+                               f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE}.")
+    return None

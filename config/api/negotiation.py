@@ -15,8 +15,7 @@ def body_format(request) -> object:
     django_request = getattr(request, "_request", request)
     if django_request.method not in ("POST", "PUT", "PATCH"):
         return None
-    content_type = django_request.META.get("CONTENT_TYPE", "")
-    if "json" not in content_type:
+    if "json" not in django_request.content_type:  # lower-cased by Django, as the parser matches it
         return None
     try:
         parsed = orjson.loads(django_request.body or b"null")

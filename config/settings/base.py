@@ -74,6 +74,7 @@ DATABASES = {
 }
 DB_LOOP_POOL_MAX = 0  # no statements on the event loop (SQLite); PostgreSQL sets it below
 DB_LOOP_POOL_TIMEOUT_SECONDS = 1.0
+DB_LOOP_STATEMENT_TIMEOUT_SECONDS = 5.0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI every request's sync code may run on its own thread, and persistent
     # per-thread connections pile up past max_connections. A bounded psycopg pool per
@@ -90,6 +91,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DB_LOOP_POOL_MAX = env.int("DB_LOOP_POOL_MAX", default=4)
     # (a statement that cannot get a connection this soon is left to the request threads)
     DB_LOOP_POOL_TIMEOUT_SECONDS = env.float("DB_LOOP_POOL_TIMEOUT_SECONDS", default=1.0)
+    # (and no statement there runs longer than this: it is refused as the threads' path refuses it)
+    DB_LOOP_STATEMENT_TIMEOUT_SECONDS = env.float("DB_LOOP_STATEMENT_TIMEOUT_SECONDS", default=5.0)
     # The hot paths' statements are prepared once per pooled connection (config.db);
     # nothing else is (a threshold no statement reaches). Off (None) for a pooler that
     # cannot carry prepared statements, such as PgBouncer before 1.21 in transaction mode.

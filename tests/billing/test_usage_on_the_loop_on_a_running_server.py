@@ -83,6 +83,22 @@ def test_refusals_and_other_methods_are_the_views(servers):
         assert httpx.get(f"{base}/v1/me/usage", headers={"Authorization": f"Bearer {key}"}).status_code == 200
 
 
+def test_odd_requests_get_the_same_answer_from_both_servers(servers):
+    """A body over the upload limit, a client-chosen root path, a thousand query fields."""
+    on, off, key = servers
+    auth = {"Authorization": f"Bearer {key}", "X-Request-Id": "same-id"}
+    answers = []
+    for base in (on, off):
+        assert httpx.get(f"{base}{USAGE}", headers=auth).status_code == 200
+        oversized = httpx.request("GET", f"{base}{USAGE}", headers=auth, content=b"x" * 70_000)
+        rooted = httpx.get(f"{base}{USAGE}", headers={**auth, "Daphne-Root-Path": "/api/v1/me"})
+        crowded = httpx.get(f"{base}{USAGE}?" + "&".join(f"a{n}=1" for n in range(1100)), headers=auth)
+        answers.append([(r.status_code, r.content) for r in (oversized, rooted, crowded)])
+        assert httpx.get(f"{base}{USAGE}", headers=auth).status_code == 200
+    assert answers[0] == answers[1]
+    assert answers[0][0][0] == 413
+
+
 def test_a_plan_edit_made_elsewhere_shows_on_the_loop_within_a_second(servers, plans):
     on, _, key = servers
     auth = {"Authorization": f"Bearer {key}"}

@@ -64,6 +64,7 @@ ASKED = [
     ("trades", CLOSED, {}),
     ("spread", {**CLOSED, "format": "json"}, {}),
     ("limit-orders", {**CLOSED, "side": "bid_amount"}, {}),
+    ("candlestick", {**CLOSED, "format": "toon"}, {"Content-Type": "Application/JSON"}),  # media types ignore case
 ]
 
 
