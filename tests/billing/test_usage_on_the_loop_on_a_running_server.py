@@ -11,8 +11,7 @@ from django.db import connection
 
 from accounts.services import api_key_create
 from billing.services import plan_upsert
-from config.db import LOOP_APPLICATION_NAME
-from tests.integration.servers import daphne_processes, database_url_for, eventually
+from tests.integration.servers import daphne_processes, database_url_for, eventually, loop_connections
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -30,13 +29,6 @@ def servers(make_account):
         yield on, off, key
 
 
-def _loop_connections() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name = %s", [LOOP_APPLICATION_NAME])
-        return cursor.fetchone()[0]
-
-
 def _answer(base: str, key: str, query: str = "", **headers) -> tuple[int, bytes, dict]:
     response = httpx.get(f"{base}{USAGE}{query}", headers={"Authorization": f"Bearer {key}",
                                                            "X-Request-Id": "same-id", **headers})
@@ -49,13 +41,13 @@ def test_the_loop_answers_usage_exactly_as_the_view_does_in_json_and_toon(server
     for base in (on, off):  # counted requests, so the counters are not zero; the key warms on both
         for rows in (1, 5, 9):
             assert httpx.get(f"{base}/api/v1/test/rows?rows={rows}", headers=auth).status_code == 200
-    assert _loop_connections() == 0
+    assert loop_connections() == 0
     for query, headers in [("", {}), ("?format=toon", {}), ("?format=json", {}),
                            ("", {"Accept": "application/toon"}), ("", {"Accept": "application/json, */*;q=0.5"})]:
         served_on_loop, served_by_view = _answer(on, key, query, **headers), _answer(off, key, query, **headers)
         assert served_on_loop == served_by_view, (query, headers)
         assert served_on_loop[0] == 200
-    assert _loop_connections() >= 1  # the answers above came from the loop's own statements
+    assert loop_connections() >= 1  # the answers above came from the loop's own statements
     usage = httpx.get(f"{on}{USAGE}", headers=auth).json()
     assert usage["requests"]["used"] == 6
 

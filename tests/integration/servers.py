@@ -118,3 +118,17 @@ def embedded_site(folder, email: str = "a@example.com", keys: int = 1) -> tuple[
            "--monthly-bytes", "1000000000", "--pair-price-usd", "10")
     manage(env, "account", email, "--plan", "pro")
     return env, [manage(env, "apikey", email, "--name", f"key {n}").splitlines()[-1] for n in range(1, keys + 1)]
+
+
+def loop_connections() -> int:
+    """PostgreSQL connections the running servers' event loops hold to the test database
+    (config.db's pool, told apart by its application_name): how a test sees that answers
+    came from the loop."""
+    from django.db import connection
+
+    from config.db import LOOP_APPLICATION_NAME
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = %s", [LOOP_APPLICATION_NAME])
+        return cursor.fetchone()[0]

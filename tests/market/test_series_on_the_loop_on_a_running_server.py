@@ -17,11 +17,10 @@ from accounts.services import api_key_create
 from billing.models import UsageCounter
 from billing.services import plan_upsert
 from config.clock import now_ms
-from config.db import LOOP_APPLICATION_NAME
 from market.models import DayBar, Pair
 from market.services import catalog_seed_demo
 from tests.integration.faults import seed_hour_history
-from tests.integration.servers import daphne_processes, database_url_for, eventually
+from tests.integration.servers import daphne_processes, database_url_for, eventually, loop_connections
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -41,13 +40,6 @@ def site(make_account):
     keys = [api_key_create(account=make_account(), name="loop").plaintext for _ in range(2)]
     env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
     return pair, keys, env
-
-
-def _loop_connections() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND application_name = %s", [LOOP_APPLICATION_NAME])
-        return cursor.fetchone()[0]
 
 
 def _post(base: str, key: str, path: str, body, **headers) -> tuple[int, bytes, dict]:
@@ -76,7 +68,7 @@ def test_the_loop_answers_each_series_exactly_as_its_view_does(site):
                 answers = _post(on, key_on, path, body, **headers), _post(off, key_off, path, body, **headers)
                 assert answers[0] == answers[1], (path, body, headers)
                 assert answers[0][0] == 200
-        assert _loop_connections() >= 1  # answers came from the loop's own statements
+        assert loop_connections() >= 1  # answers came from the loop's own statements
     for key in (key_on, key_off):
         month = UsageCounter.objects.get(account__api_keys__lookup_id=key[9:21], period="month")
         assert month.requests == 3 * len(ASKED)
