@@ -75,6 +75,17 @@ def site_middleware_rebuilt():
     loop.site_middleware.cache_clear()
 
 
+def test_the_site_middleware_shapes_a_loop_answer_as_it_shapes_a_view_answer(settings, site_middleware_rebuilt):
+    request = factory.get("/api/v1/me/usage", HTTP_X_REQUEST_ID="abc-123")
+    loop.assign_request_id(request)
+    response = loop.site_response(request, HttpResponse(b'{"a":1}', content_type="application/json"))
+    assert response["X-Request-Id"] == "abc-123"
+    assert response["Content-Length"] == "7"
+    assert response["X-Frame-Options"] == settings.X_FRAME_OPTIONS
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Referrer-Policy"] == settings.SECURE_REFERRER_POLICY
+
+
 def test_a_host_django_would_refuse_or_a_redirect_to_https_is_left_to_django(settings, site_middleware_rebuilt):
     assert loop.site_allows(factory.get("/api/v1/me/usage"))
     assert not loop.site_allows(factory.get("/api/v1/me/usage", HTTP_HOST="evil.example"))
