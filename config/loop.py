@@ -12,21 +12,20 @@ only the plain case and declines (returns None) whenever anything else is asked:
 method, a parameter to check, an Accept header that admits nothing, a key this process has
 not verified lately or one due for its recheck, an account not read lately, a statement
 that failed. Declined requests go to Django unchanged (a POST's body, read here, is given
-to Django again). What Django's middleware
-checks and adds (the Host, the HTTPS redirect; X-Request-Id, the security headers,
-Content-Length) comes from the same middleware classes (`site_allows`, `site_response`),
-and tests hold the two paths to the same status, body and headers.
+to Django again). What Django's middleware checks and adds (the Host, the HTTPS redirect;
+X-Request-Id, the security headers, Content-Length) comes from the same middleware classes
+(`site_allows`, `site_response`), and tests hold the two paths to the same status, body
+and headers.
 
 Routes are listed in config/urls.py (`LOOP_ROUTES`), beside the views they shortcut."""
 
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import time
 from typing import Awaitable, Callable
-
-import orjson
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost, PermissionDenied
@@ -36,6 +35,7 @@ from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 
 from config.api.media import CONTENT_TYPES, choose_format
+from config.api.parsers import JSONObjectParser
 
 from .api.errors import dependency_unavailable
 from .api.middleware import assign_request_id, oversized_body
@@ -92,13 +92,12 @@ def plain_format(request: HttpRequest, body_format: object = None) -> str | None
 def json_object(request: HttpRequest) -> dict | None:
     """The body of a POST that sent a JSON object as JSON; None for anything the view's
     parser must judge (another type, an empty or malformed body, another JSON value)."""
-    if request.content_type != "application/json":
+    if request.content_type != "application/json" or not request.body.strip():
         return None
     try:
-        data = orjson.loads(request.body)
-    except orjson.JSONDecodeError:
+        return JSONObjectParser().parse(io.BytesIO(request.body))
+    except Exception:  # noqa: BLE001 - malformed, not an object, too large: the view reports it
         return None
-    return data if isinstance(data, dict) else None
 
 
 def known_account(request: HttpRequest):
