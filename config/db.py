@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+
 from django.conf import settings
 from django.db import connection
+
+logger = logging.getLogger(__name__)
 
 
 def fetch_prepared(sql: str, params) -> list[tuple]:
@@ -30,6 +36,50 @@ def fetch_one_prepared(sql: str, params) -> tuple | None:
     """The first row of `sql`, prepared as `fetch_prepared`; None when there is none."""
     rows = fetch_prepared(sql, params)
     return rows[0] if rows else None
+
+
+# A restart of the database ends every session, and a pool hands its idle connections out
+# as they were: after recovery each dead one would fail a request of its own (502). When a
+# statement fails for want of the database, both pools (the request threads' and the event
+# loop's) check their idle connections, discarding the dead and replacing them in the
+# background, at most once a second; never on the caller's thread, which may be the loop.
+_IDLE_CHECK_INTERVAL_SECONDS = 1.0
+_next_idle_check = 0.0
+_loop_checks: set = set()  # the loop's check tasks, held until done
+
+
+def check_idle_connections_soon() -> None:
+    """Have both pools drop their dead idle connections (see above)."""
+    global _next_idle_check
+    now = time.monotonic()
+    if now < _next_idle_check or connection.vendor != "postgresql":
+        return
+    _next_idle_check = now + _IDLE_CHECK_INTERVAL_SECONDS
+    pool = connection.pool
+    if pool is not None:
+        threading.Thread(target=_check_pool, args=(pool,), name="db-pool-check", daemon=True).start()
+    for loop, opening in list(_loop_pools.items()):
+        if opening.done() and not opening.cancelled() and opening.exception() is None and not loop.is_closed():
+            loop.call_soon_threadsafe(_check_loop_pool, loop, opening.result())
+
+
+def _check_pool(pool) -> None:
+    try:
+        pool.check()
+    except Exception as exc:  # noqa: BLE001 - the pool keeps replacing connections on its own
+        logger.info("Pool check failed: %s", exc)
+
+
+def _check_loop_pool(loop, pool) -> None:
+    async def check():
+        try:
+            await pool.check()
+        except Exception as exc:  # noqa: BLE001 - as _check_pool
+            logger.info("Event loop pool check failed: %s", exc)
+
+    task = loop.create_task(check())
+    _loop_checks.add(task)
+    task.add_done_callback(_loop_checks.discard)
 
 
 # The pool of connections the event loop's own statements use (one per process: daphne

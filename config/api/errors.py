@@ -134,6 +134,9 @@ def dependency_unavailable(exc: BaseException) -> TemporarilyUnavailable | None:
 
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("Database unavailable: %s", exc)
+        from config.db import check_idle_connections_soon
+
+        check_idle_connections_soon()
         return TemporarilyUnavailable("The service's database is unavailable; retry with backoff.",
                                       details={"dependency": "database"})
     import redis
