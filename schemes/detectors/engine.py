@@ -39,6 +39,9 @@ MOVED_MIN_PIECE = 0.25
 # ... placed among the side's this many best levels: an order re-placed deeper than the book
 # anyone reads is withdrawn, not moved
 MOVED_MAX_LEVEL = 20
+# a taker order passing a level takes this share of what it showed before the batch at least
+# (the rest: the level's own cancels within the batch, before the order came)
+SWEPT_LEVEL_SHARE = 0.8
 
 # Confidence = 0.95 * sum(w * ramp(feature)) / sum(w), per scheme. Ramps are linear
 # between (lo, hi) and clipped to 0..1 (see RAMPS); a feature missing for a scheme has no weight.
@@ -135,6 +138,7 @@ class DetectorEngine:
         self._mid_ts: list[int] = []
         self._mid_px: list[float] = []
         self._taker: list = []  # (ts, book side hit, qty, price)
+        self._changes: list = []  # the level changes of the update being read
         self._next_prune = 0
         self.emitted = 0
 
@@ -169,7 +173,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 7
+    STATE_VERSION = 8
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -250,30 +254,38 @@ class DetectorEngine:
         """The order's pull took the whole best level away after price had come to it (it
         was added behind the touch): price ran through a stale level, no pull. Except on a
         netted feed when one taker order (the prints of one millisecond) of the pull's batch
-        printed against the side both ahead of the order's price and beyond it: it went past
-        that price without taking the order, so the order had been withdrawn before price
-        came to it (the sweep that followed arrived in the same batch and emptied the levels
-        in front)."""
+        printed against the side both ahead of the order's price and beyond it, taking the
+        levels ahead whole: it went past that price without taking the order, so the order
+        had been withdrawn before price came to it (the sweep that followed arrived in the
+        same batch and emptied the levels in front). A matching engine fills a level before
+        the next; prints of a fraction of the levels in front are price jumping over stale
+        quotes, mostly cancelled and partly traded, which says nothing of the order's turn."""
         if not rec.pull_emptied_touch or rec.dist_ticks <= 0:
             return False
         if not self.tracker.batch_ms:
             return True
         price = rec.price
         sign = 1.0 if rec.side == "bid" else -1.0  # > 0: ahead of the order (nearer the other side)
-        cur, ahead, beyond = None, False, False
-        for trade_ts, side, _qty, px in self.taker_since(ts - self.tracker.batch_ms):
+        orders: dict = {}  # millisecond -> (printed ahead by price, printed beyond)
+        for trade_ts, side, qty, px in self.taker_since(ts - self.tracker.batch_ms):
             if side != rec.side or trade_ts > ts:
                 continue
-            if trade_ts != cur:
-                cur, ahead, beyond = trade_ts, False, False
+            ahead, beyond = orders.setdefault(trade_ts, ({}, [False]))
             d = sign * (px - price)
             if d > 0:
-                ahead = True
+                ahead[px] = ahead.get(px, 0.0) + qty
             elif d < 0:
-                beyond = True
-            if ahead and beyond:
+                beyond[0] = True
+        for ahead, beyond in orders.values():
+            if ahead and beyond[0] and self._took_whole(rec.side, ahead):
                 return False
         return True
+
+    def _took_whole(self, side: str, printed: dict) -> bool:
+        """The prints (price -> quantity) took SWEPT_LEVEL_SHARE of what their levels showed
+        before the batch being read."""
+        shown = sum(ch.old for ch in self._changes if ch.side == side and ch.price in printed)
+        return sum(printed.values()) >= SWEPT_LEVEL_SHARE * shown - 1e-12
 
     def _on_trade(self, trade) -> list:
         side = self.tracker.on_trade(trade)
@@ -288,6 +300,7 @@ class DetectorEngine:
         ts = delta.ts_ms
         tr = self.tracker
         changes = tr.on_delta(delta)
+        self._changes = changes
         if ts >= self._next_prune:
             self._prune(ts)
         self._note_mid(ts)

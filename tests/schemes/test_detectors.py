@@ -1007,6 +1007,19 @@ def test_on_a_netted_feed_a_pull_whose_flip_swept_the_levels_in_front_is_flippin
     assert [(e.scheme, e.side, e.direction) for e in out] == [("flipping", "bid", "up")]
 
 
+def test_on_a_netted_feed_prints_of_part_of_the_levels_in_front_are_price_running_over_them():
+    """The batch of the test above, but the millisecond's print in front of the bid takes 3
+    of the 10 that stood there: no taker order fills part of a level and moves on, so these
+    are stale quotes settled as price jumped over them (mostly cancelled, partly traded),
+    and the 100 going with them says nothing of a pull before price came: no flip."""
+    eng, t = warm_engine(batch_ms=100)
+    swept = (10000, 9999, 9998, 9997, 9996)
+    evs = [snapshot(t), BookDelta(t + 1000, bids=((px(9999), 110.0),))]
+    evs += [Trade(t + 4030, px(10000), 3.0, "sell")] + [Trade(t + 4030, px(tk), 10.0, "sell") for tk in swept[2:]]
+    evs += [BookDelta(t + 4100, bids=tuple((px(tk), 0.0) for tk in swept))]
+    assert run(eng, evs) == []
+
+
 def test_a_mirror_smaller_than_the_usual_best_level_still_flips_a_large_order():
     """Where market makers' quotes make the best level heavy (100 against levels of 10
     behind it), an ask of 130 one tick behind the touch is large, and the 100 that rests on
