@@ -142,6 +142,21 @@ def test_a_ticker_is_stamped_with_its_batch_and_comes_before_the_batch():
     assert events == [Quote(1_100, 10.5, 1.0, 11.0, 2.0), BookDelta(1_100, ((10.5, 3.0),), ())]
 
 
+def test_a_ticker_that_arrives_while_the_snapshot_is_awaited_counts_once_the_book_syncs():
+    """The snapshot was served (lastUpdateId 100) before the diff 101-102 and the ticker of
+    update 102 went out, but it reaches us after them: an exact reader holds the book from
+    that diff on, so the ticker is its quote. One older than the diff that syncs the book is
+    dropped, as it is once the book is held."""
+    codec = BinanceCodec("BTCUSDT")
+    assert codec.on_message(diff(95, 99, 900)) == []
+    assert codec.on_message(ticker(99, "10.3", "11.0")) == []
+    assert codec.on_message(diff(100, 102, 1_000)) == []
+    assert codec.on_message(ticker(103, "10.5", "11.0")) == []
+    assert [type(e) for e in codec.on_snapshot(SNAPSHOT)] == [BookSnapshot, BookDelta]
+    events = codec.on_message(diff(103, 104, 1_100))
+    assert events == [Quote(1_100, 10.5, 1.0, 11.0, 2.0), BookDelta(1_100, (), ())]
+
+
 def test_a_gap_loses_the_book_and_asks_for_a_new_snapshot():
     codec = BinanceCodec("BTCUSDT")
     codec.on_snapshot(SNAPSHOT)

@@ -18,8 +18,10 @@ Rules (what the rest of the service can rely on):
   applied after it (BookSnapshot, then that diff as a BookDelta, same time); a bookTicker
   (no exchange time; `u` in the depth update-id space) as a Quote at the `E` of the first
   diff whose `u >= ticker.u`, emitted just before that diff. A bookTicker arriving while
-  the book is not synced, or after its diff was applied, is dropped; so are tickers still
-  waiting when the book is lost.
+  the snapshot is awaited is buffered with the diffs and judged when they are replayed (the
+  snapshot may have been served before it arrived); one arriving while a snapshot waits for
+  its first diff, or after its diff was applied, is dropped; so are tickers still waiting
+  when the book is lost.
 * Trades: `m` true means the buyer was the maker, so the taker sold. A trade id that skips
   ahead counts the skipped trades in `trades_missed`; a repeated id is dropped.
 """
@@ -83,8 +85,11 @@ class BinanceCodec:
         self.wants_snapshot = ""
         out: list[Event] = []
         pending, self._buffer = self._buffer, []
-        for diff in pending:
-            out.extend(self._diff(diff))
+        for frame in pending:
+            if "U" in frame:
+                out.extend(self._diff(frame))
+            else:
+                self._ticker(frame)
         return out
 
     def on_message(self, message: dict) -> list[Event]:
@@ -147,7 +152,13 @@ class BinanceCodec:
 
     def _ticker(self, data: dict) -> None:
         u = data["u"]
-        if not self.synced or u <= self.last_u:
+        if not self.synced:
+            if self._snapshot is None:
+                self._buffer.append(data)
+                if len(self._buffer) > MAX_BUFFERED_DIFFS:
+                    del self._buffer[0]
+            return
+        if u <= self.last_u:
             return
         self._quotes.append((u, Quote(0, float(data["b"]), float(data["B"]), float(data["a"]), float(data["A"]))))
 
