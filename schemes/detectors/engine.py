@@ -266,20 +266,18 @@ class DetectorEngine:
             return True
         price = rec.price
         sign = 1.0 if rec.side == "bid" else -1.0  # > 0: ahead of the order (nearer the other side)
-        orders: dict = {}  # millisecond -> (printed ahead by price, printed beyond)
+        ahead: dict = {}  # millisecond -> {price: quantity} printed ahead of the order
+        beyond: set = set()  # the milliseconds that printed past it
         for trade_ts, side, qty, px in self.taker_since(ts - self.tracker.batch_ms):
             if side != rec.side or trade_ts > ts:
                 continue
-            ahead, beyond = orders.setdefault(trade_ts, ({}, [False]))
             d = sign * (px - price)
             if d > 0:
-                ahead[px] = ahead.get(px, 0.0) + qty
+                printed = ahead.setdefault(trade_ts, {})
+                printed[px] = printed.get(px, 0.0) + qty
             elif d < 0:
-                beyond[0] = True
-        for ahead, beyond in orders.values():
-            if ahead and beyond[0] and self._took_whole(rec.side, ahead):
-                return False
-        return True
+                beyond.add(trade_ts)
+        return not any(ms in beyond and self._took_whole(rec.side, printed) for ms, printed in ahead.items())
 
     def _took_whole(self, side: str, printed: dict) -> bool:
         """The prints (price -> quantity) took SWEPT_LEVEL_SHARE of what their levels showed

@@ -32,7 +32,7 @@ from typing import Iterable
 
 from ..events import BookDelta, BookSnapshot, Event, Quote, Trade
 
-MAX_BUFFERED_DIFFS = 10_000
+MAX_BUFFERED_DIFFS = 10_000  # frames (diffs and tickers) held while the snapshot is awaited
 
 
 def reach_pct(bids, asks) -> float | None:
@@ -111,16 +111,14 @@ class BinanceCodec:
         if not self.synced:
             snapshot = self._snapshot
             if snapshot is None:
-                self._buffer.append(diff)
-                if len(self._buffer) > MAX_BUFFERED_DIFFS:
-                    del self._buffer[0]
+                self._hold(diff)
                 return []
             base = snapshot["lastUpdateId"]
             if last <= base:
                 return []
             if first > base + 1:
                 self._snapshot = None
-                self._buffer.append(diff)
+                self._hold(diff)
                 self.wants_snapshot = f"snapshot too old: lastUpdateId={base}, oldest diff U={first}"
                 return []
             ts = diff["E"]
@@ -133,7 +131,7 @@ class BinanceCodec:
         if first != self.last_u + 1:
             expected = self.last_u + 1
             self.lose_book()
-            self._buffer.append(diff)
+            self._hold(diff)
             self.wants_snapshot = f"sequence gap: expected U={expected}, got U={first}"
             return []
         self.last_u = last
@@ -150,13 +148,17 @@ class BinanceCodec:
         out.append(BookDelta(ts, _levels(diff["b"]), _levels(diff["a"])))
         return out
 
+    def _hold(self, frame: dict) -> None:
+        """Buffer a diff or ticker until the snapshot is there (the oldest go past the cap)."""
+        self._buffer.append(frame)
+        if len(self._buffer) > MAX_BUFFERED_DIFFS:
+            del self._buffer[0]
+
     def _ticker(self, data: dict) -> None:
         u = data["u"]
         if not self.synced:
             if self._snapshot is None:
-                self._buffer.append(data)
-                if len(self._buffer) > MAX_BUFFERED_DIFFS:
-                    del self._buffer[0]
+                self._hold(data)
             return
         if u <= self.last_u:
             return
