@@ -2,6 +2,7 @@
 
 import hashlib
 import math
+import random
 import statistics
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from market.bars import DAY_MS, HOUR_MS, MINUTE_MS, merge
 from market.sources.bar_builder import BarBuilder, build_bars
 from market.sources.events import BookDelta, BookSnapshot, PairRef, Quote, Trade
 from market.sources.simulator import HARD_NEGATIVES, SCHEMES, Episode, SimulatorSource
+from market.sources.simulator.book import _Block
 from market.sources.flow_stats import flow_profile
 from market.sources.netting import net_depth
 
@@ -332,6 +334,29 @@ def test_a_vacuuming_episode_builds_then_pulls_one_sides_depth():
     assert ask2 < 0.6 * ask1, "and was pulled"
     assert bid2 > 0.7 * bid1, "the other side stayed"
     assert ep.direction == "up"
+
+
+def test_quotes_behind_a_standing_wall_are_not_run_over_until_the_wall_is_pulled():
+    """A tracked order is a wall the fair price waits behind: the quotes it protects stay
+    while it stands (their cancelling read as a side's depth pulled), and only once it is
+    pulled are they run over."""
+    sim = SimulatorSource(seed=3)
+    block = _Block(sim, sim._profile(BTC), T0 // MINUTE_MS, random.Random(1), [])
+    for tick in (100, 99, 98, 97, 96, 90):
+        block.set_level(True, tick, 10)
+    for tick in (102, 103, 110):
+        block.set_level(False, tick, 10)
+    wall = block.place(True, 99, 50)
+    block.r = 95.5
+
+    block.cross()
+    assert 100 not in block.bids, "the quote in front of the wall is run over"
+    assert block.bids[99] == 50, "the wall stands, its background settled"
+    assert [block.bids[t] for t in (98, 97, 96, 90)] == [10, 10, 10, 10], "the quotes behind it stay"
+
+    block.pull(wall)
+    block.cross()
+    assert block.bid_ticks == [90], "with the wall gone, price runs over the quotes it protected"
 
 
 def test_a_patient_far_order_rests_across_minute_snapshots_until_cancelled():

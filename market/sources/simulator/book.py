@@ -461,16 +461,13 @@ class _Block:
         rng = self.rng
         ask_ticks = self.ask_ticks
         i = 0
-        while i < len(ask_ticks) - 1 and ask_ticks[i] < r:
-            if self._run_over(False, ask_ticks[i], rng):
-                i += 1
+        while len(ask_ticks) > 1 and ask_ticks[0] < r:
+            if self._run_over(False, ask_ticks[0], rng):
+                break
         bid_ticks = self.bid_ticks
-        j = len(bid_ticks) - 1
-        while j > 0 and bid_ticks[j] > r:
-            if self._run_over(True, bid_ticks[j], rng):
-                j -= 1
-            else:
-                j = min(j - 1, len(bid_ticks) - 1)
+        while len(bid_ticks) > 1 and bid_ticks[-1] > r:
+            if self._run_over(True, bid_ticks[-1], rng):
+                break
         half_spread = self.half_spread
         gap = half_spread + max(3.0, 2.0 * self.c)
         if bid_ticks and bid_ticks[-1] < r - gap and rng.random() < _FOLLOW:
