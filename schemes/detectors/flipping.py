@@ -12,6 +12,7 @@ appeared, so a mirror flip is emitted that much after the add."""
 from __future__ import annotations
 
 from .book import cancel_attributed
+from .layering import LAYER_MAX_DIST_SCALED
 
 # thresholds (calibrated on simulator seeds 1-50; see docs/DETECTION_METHOD.md)
 FLIP_MIN_SIZE_RATIO = 3.5  # x the typical level at that distance ...
@@ -110,10 +111,12 @@ class FlippingDetector:
             return []
         if eng.ran_over(rec, ts):
             return []  # the whole best level went: price ran through it (a stale quote), no pull
+        # other large orders of the side pulled with it, near enough to be layering's layers
+        # (a far order pulled meanwhile is neither scheme's layer)
         together = {r.price for r in eng.records[rec.side]
                     if r is not rec and r.price != rec.price and abs(r.t_add - rec.t_add) <= 3000
                     and r.t_pulled is not None and ts - r.t_pulled <= 1000
-                    and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL)}
+                    and r.dist_scaled <= LAYER_MAX_DIST_SCALED and r.withdrawn_at_once(FLIP_MIN_ONE_CANCEL)}
         if len(together) >= 2:
             return []  # several large orders pulled together: layers, not a single flipped order
         watch = _Watch(rec, ts)

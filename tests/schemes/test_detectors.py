@@ -363,6 +363,17 @@ def test_a_flip_pulled_with_two_large_orders_at_one_other_price_is_still_flippin
     assert flip_with([9995, 9994]) == []
 
 
+def test_large_orders_pulled_beyond_layerings_reach_do_not_make_a_flip_layers():
+    """Two bids of 40 at 28 and 29 ticks behind the touch, past the 25 (scaled) ticks within
+    which layering counts a layer, are pulled with the bid of 120: no scheme's ladder, so
+    the pull is still judged as a flip."""
+    eng, t = warm_engine()
+    evs = [snapshot(t)] + aggressive_bid_flip(t, 120.0)
+    evs[2:2] = [BookDelta(t + 1100, bids=((px(9972), 50.0),)), BookDelta(t + 1200, bids=((px(9971), 50.0),)),
+                BookDelta(t + 3900, bids=((px(9972), 10.0), (px(9971), 10.0)))]
+    assert [(e.scheme, e.side) for e in run(eng, evs)] == [("flipping", "bid")]
+
+
 def test_flipping_weighs_the_order_against_the_book_as_it_stood():
     """An order of 60 is 12 % of the usual top-20 depth of 500 but 30 % of the book when
     the deep levels have thinned out: what the market saw was a large order."""
