@@ -455,12 +455,12 @@ class _Block:
     def cross(self) -> None:
         """Orders the fair price has run over: mostly cancelled, some traded. Tracked
         (episode) orders are not cancelled by this: they stay as a wall the price has to
-        wait behind until their owner pulls them (or flow eats them). Then market makers
-        re-quote a touch that the price left behind."""
+        wait behind until their owner pulls them (or flow eats them), and the quotes behind
+        one are left as they are until it goes. Then market makers re-quote a touch that
+        the price left behind."""
         r = self.r
         rng = self.rng
         ask_ticks = self.ask_ticks
-        i = 0
         while len(ask_ticks) > 1 and ask_ticks[0] < r:
             if self._run_over(False, ask_ticks[0], rng):
                 break
