@@ -38,7 +38,11 @@ VAC_PULL_END = 0.95  # the pull ended once this share of its cancelled quantity 
 VAC_LAYER_SHAPED_MOVE_MS = 1_000  # a pull with layering's shape is ours if price moves into the gap this soon
 VAC_BEFORE_MS = 10_000  # the depth before the elevation: its lowest in this span
 VAC_MIN_LEVELS = 3  # the pulled depth stood on at least this many levels ...
-VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it
+VAC_MAX_CANCEL_SHARE = 0.35  # ... and no single cancel took more than this share of it,
+# on a netted feed (a batch nets every order pulled at a price in it) twice an even share of
+# the levels that carried the pull (each >= VAC_CARRYING_SHARE of it), when >= 3 did, up to:
+VAC_NETTED_CANCEL_SHARE = 0.5
+VAC_CARRYING_SHARE = 0.1
 VAC_MIN_BUILT = 0.85  # the build's growth of the side's ten best levels >= this share of the peak's excess
 VAC_MAX_PULLED_OF_BUILT = 1.25  # the pull cancelled at most this x the build's growth
 
@@ -58,6 +62,16 @@ def _pull_span(flow, since_ms: int) -> tuple[int, int | None, int | None]:
         if running >= VAC_PULL_END * total - 1e-12:
             return len(cancels), cancels[0][0], t
     return len(cancels), cancels[0][0], cancels[-1][0]
+
+
+def _max_cancel_share(cancelled_by_level: dict, cancelled: float, batch_ms: int) -> float:
+    """The largest share of a pull one cancel may take (see VAC_MAX_CANCEL_SHARE)."""
+    if not batch_ms:
+        return VAC_MAX_CANCEL_SHARE
+    carrying = sum(1 for c in cancelled_by_level.values() if c >= VAC_CARRYING_SHARE * cancelled)
+    if carrying < VAC_MIN_LEVELS:
+        return VAC_MAX_CANCEL_SHARE
+    return min(VAC_NETTED_CANCEL_SHARE, max(VAC_MAX_CANCEL_SHARE, 2.0 / carrying))
 
 
 class _Side:
@@ -282,6 +296,7 @@ class VacuumingDetector:
             n_cancels, first_cancel, last_cancel = _pull_span(st.flow, peak_ts)
             if last_cancel is None:
                 continue
+            by_level: dict = {}
             for t, c, e, px in st.flow:
                 # trades after the last cancel are price moving into the gap, not the pull
                 if peak_ts <= t <= last_cancel:
@@ -289,6 +304,7 @@ class VacuumingDetector:
                     ex += e
                     if c > 0:
                         biggest = max(biggest, c)
+                        by_level[px] = by_level.get(px, 0.0) + c
                     levels.add(px)
             # the depth the pull left (before takers moved into the gap)
             d_pull = next((x for t, x in reversed(hist) if t <= last_cancel), d)
@@ -301,7 +317,7 @@ class VacuumingDetector:
                 continue
             if canc < VAC_CANCEL_SHARE * drop or ex > VAC_MAX_EXECUTED * (canc + ex):
                 continue
-            if len(levels) < VAC_MIN_LEVELS or biggest > VAC_MAX_CANCEL_SHARE * canc:
+            if len(levels) < VAC_MIN_LEVELS or biggest > _max_cancel_share(by_level, canc, eng.tracker.batch_ms) * canc:
                 continue  # one order pulled (a flip, a refresh), not a side's depth
             if canc < VAC_MIN_CANCELLED * base or n_cancels < VAC_MIN_CANCELS:
                 continue  # not enough of the side's usual depth pulled, or pulled by one or two orders

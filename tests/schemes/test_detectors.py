@@ -873,6 +873,20 @@ def test_one_large_cancel_among_small_ones_is_not_vacuuming():
     assert [e for e in run(eng, evs) if e.scheme == "vacuuming"] == []
 
 
+def test_on_a_netted_feed_a_pull_three_levels_carry_may_take_half_on_one_of_them():
+    """A batch nets every order pulled at a price in its 100 ms, so 70 of 150 pulled at the
+    touch may be several orders: on three levels that carry the pull, one may take half.
+    Per event each cancel is an order, and 47 % in one is one order pulled."""
+    def found(batch_ms, extra):
+        eng, t = warm_engine(batch_ms=batch_ms)
+        pulls = [(100 * i, 10000 - i, q) for i, q in enumerate(extra)]
+        return [(e.scheme, e.side) for e in run(eng, uneven_vacuum_events(t, extra, pulls)) if e.scheme == "vacuuming"]
+
+    assert found(100, [70.0, 40.0, 40.0]) == [("vacuuming", "bid")]
+    assert found(0, [70.0, 40.0, 40.0]) == []
+    assert found(100, [150.0, 40.0, 40.0, 40.0]) == [], "one large cancel among small ones is still one order"
+
+
 # -- netted depth feeds -----------------------------------------------------------------------
 
 def test_on_a_netted_feed_a_fill_is_matched_with_the_decrease_of_the_next_batch():
