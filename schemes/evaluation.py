@@ -9,7 +9,10 @@ direction accuracy is then measured, not implied) when its time is within
 [start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
 misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
 episodes; a detection of a near miss is reported on its own and is neither a true nor a
-false positive. Later detections of the same episode are duplicates (false positives).
+false positive. An episode whose orders the market took before its pull (takers filled them
+or price jumped through them, so less than DISRUPTED_BELOW of what it placed still rested
+when the pull began) did not happen as drawn: it is counted as disrupted, outside recall,
+and a detection of it is neither a true nor a false positive. Later detections of the same episode are duplicates (false positives).
 Every other detection is a false positive; those that match no spoofing episode are false
 alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
 """
@@ -28,6 +31,7 @@ from schemes.detectors import DetectorEngine
 MATCH_SLACK_MS = 5_000
 DEFAULT_START_MS = 1_717_419_600_000  # 2024-06-03 13:00 UTC (a Monday, busy hours)
 HOUR_MS = 3_600_000
+DISRUPTED_BELOW = 0.5  # DETECTION.md's pulls remove >= 50 %: less than this left to pull is no clear case
 
 
 @dataclass
@@ -40,12 +44,14 @@ class SchemeStats:
     misclassified: int = 0  # FP that matched an episode of another scheme
     near_misses: int = 0  # near-miss episodes (not in recall)
     near_miss_flagged: int = 0  # detections of them (neither TP nor FP)
+    disrupted: int = 0  # clear episodes whose orders the market took before the pull (not in recall)
+    disrupted_flagged: int = 0  # detections of them (neither TP nor FP)
     direction_ok: int = 0
     latencies: list = field(default_factory=list)
 
     def merge(self, other: "SchemeStats") -> None:
         for name in ("tp", "fp", "fn", "dup", "false_alarms", "misclassified", "near_misses", "near_miss_flagged",
-                     "direction_ok"):
+                     "disrupted", "disrupted_flagged", "direction_ok"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.latencies.extend(other.latencies)
 
@@ -61,6 +67,7 @@ class SchemeStats:
             "false_alarms_per_pair_hour": self.false_alarms / pair_hours if pair_hours else 0.0,
             "misclassified": self.misclassified, "duplicates": self.dup,
             "near_misses": self.near_misses, "near_misses_flagged": self.near_miss_flagged,
+            "disrupted": self.disrupted, "disrupted_flagged": self.disrupted_flagged,
             "latency_p50_ms": _pct(lat, 0.5), "latency_p95_ms": _pct(lat, 0.95),
         }
 
@@ -141,6 +148,8 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
     dets = [d for d in dets if a <= d.ts_ms < b]
     eps = [e for e in src.episodes_between(pair, a, b) if a <= e.start_ms < b]
     spoofs = [e for e in eps if e.scheme]
+    resting = [None if e.parameters.get("near_miss") else src.resting_at_pull(pair, e) for e in spoofs]
+    disrupted = {i for i, r in enumerate(resting) if r is not None and r < DISRUPTED_BELOW}
     matched: set = set()
     for d in dets:
         st = stats[d.scheme]
@@ -159,6 +168,11 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
                 if details:
                     rows.append(("NM", seed, pair.base, d.scheme, d.side, d.ts_ms, e.parameters["near_miss"],
                                  e.start_ms, e.end_ms))
+                continue
+            if hit in disrupted:
+                st.disrupted_flagged += 1
+                if details:
+                    rows.append(("DS", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms))
                 continue
             st.tp += 1
             st.direction_ok += d.direction == e.direction
@@ -182,6 +196,9 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
         if e.parameters.get("near_miss"):
             stats[e.scheme].near_misses += 1
             continue
+        if i in disrupted:
+            stats[e.scheme].disrupted += 1
+            continue
         if i not in matched:
             stats[e.scheme].fn += 1
             if details:
@@ -192,14 +209,15 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
 
 def markdown_table(result: dict) -> str:
     lines = ["| scheme | clear episodes | TP | FP (of which other scheme) | precision | recall | F1 | direction acc. | "
-             "false alarms / pair-hour | latency p50 (ms) | latency p95 (ms) | near misses flagged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "false alarms / pair-hour | latency p50 (ms) | latency p95 (ms) | near misses flagged | "
+             "disrupted (flagged) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s, m in result["schemes"].items():
         lines.append(
             f"| {s} | {m['episodes']} | {m['detected']} | {m['false_positives']} ({m['misclassified']}) | "
             f"{m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['direction_accuracy']:.3f} | "
             f"{m['false_alarms_per_pair_hour']:.3f} | {m['latency_p50_ms']} | {m['latency_p95_ms']} | "
-            f"{m['near_misses_flagged']} of {m['near_misses']} |")
+            f"{m['near_misses_flagged']} of {m['near_misses']} | {m['disrupted']} ({m['disrupted_flagged']}) |")
     lines.append("")
     lines.append(f"Throughput: {result['throughput_updates_per_s']:,.0f} book updates/s through the engine "
                  f"({result['book_updates']:,} updates in {result['engine_seconds']:.2f} s, one core).")

@@ -336,6 +336,24 @@ def test_a_vacuuming_episode_builds_then_pulls_one_sides_depth():
     assert ep.direction == "up"
 
 
+def test_an_episode_records_how_much_of_its_depth_still_rested_when_its_pull_began():
+    ep = Episode("vacuuming", "ask", None, T0 + 5_000, T0 + 15_000, T0 + 15_400,
+                 {"depth_multiplier": 3.0, "pull_fraction": 1.0, "levels": 5, "build_ms": 2_000})
+    sim = SimulatorSource(seed=14, episodes=[ep])
+    assert sim.resting_at_pull(XRP, ep) == pytest.approx(1.0, abs=0.05), "a quiet book left the depth to pull"
+
+    block = _Block(sim, sim._profile(BTC), T0 // MINUTE_MS, random.Random(1), [])
+    for tick in (100, 98, 97, 96):
+        block.set_level(True, tick, 10)
+    block.set_level(False, 102, 10)
+    spoof = block.place(True, 99, 40)
+    block.market(False, 30)  # a seller takes the level in front and half the spoof
+    block.note_resting(ep, [spoof])
+    block.pull(spoof)
+    block.note_resting(ep, [spoof])
+    assert block.resting_at_pull[(ep.kind, ep.side, ep.start_ms)] == 0.5, "measured once, as the pull began"
+
+
 def test_quotes_behind_a_standing_wall_are_not_run_over_until_the_wall_is_pulled():
     """A tracked order is a wall the fair price waits behind: the quotes it protects stay
     while it stands (their cancelling read as a side's depth pulled), and only once it is

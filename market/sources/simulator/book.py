@@ -99,6 +99,9 @@ class _Block:
         self.changed_bids: dict[int, int] = {}
         self.changed_asks: dict[int, int] = {}
         self.out: list = []
+        # (kind, side, start_ms) -> share of what a spoofing episode placed that still rested
+        # when its pull began (orders the market took first leave nothing to pull)
+        self.resting_at_pull: dict = {}
         self.top = None
         self.impact = 0.0
         self.t = 0.0
@@ -238,6 +241,13 @@ class _Block:
         if order.is_bid:
             return sum(self.bids[t] for t in self.bid_ticks if t > order.tick) + order.ahead
         return sum(self.asks[t] for t in self.ask_ticks if t < order.tick) + order.ahead
+
+    def note_resting(self, ep: Episode, orders) -> None:
+        """Record, once, how much of what `ep` placed still rests as its pull begins."""
+        key = (ep.kind, ep.side, ep.start_ms)
+        if key not in self.resting_at_pull:
+            placed = sum(o.orig for o in orders)
+            self.resting_at_pull[key] = sum(o.rem for o in orders) / placed if placed else 1.0
 
     def pull(self, order: _Order, fraction: float = 1.0) -> int:
         """Cancel a fraction of what remains of a tracked order; returns lots cancelled."""

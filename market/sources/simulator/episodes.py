@@ -317,6 +317,7 @@ def _play_layering(stage: _Stage) -> None:
            lambda: blk.market(not is_bid, int(p["opposite_ratio"] * blk.trade_lots) + 1))
     for i in range(p["layers"]):
         def cancel(i=i):
+            blk.note_resting(stage.ep, orders)
             if i < len(orders):
                 blk.pull(orders[i], p["cancel_fraction"])
 
@@ -336,6 +337,7 @@ def _play_flipping(stage: _Stage) -> None:
                                                           p.get("depth_share", 0.0))))
 
     def cancel():
+        blk.note_resting(stage.ep, box[:1])
         if box:
             blk.pull(box[0], p["cancel_fraction"])
 
@@ -423,6 +425,7 @@ def _play_depth_pull(stage: _Stage) -> None:
         n = p["chunks"]
         for i in range(n):
             def pull(i=i):
+                blk.note_resting(stage.ep, [o for s in sides for o in placed[s]])
                 for s in sides:
                     for o in placed[s][i::n]:
                         blk.pull(o, p["pull_fraction"])

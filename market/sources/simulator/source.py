@@ -57,6 +57,7 @@ class SimulatorSource:
         self._profiles: dict = {}
         self._paths: dict = {}
         self._vcache: dict = {}
+        self._resting: dict = {}  # (pair key, kind, side, start_ms) -> share resting at the pull
         self._market = _Octaves(stable_hash("market", seed), _MARKET_SIGMA)
         self._regime = _Octaves(stable_hash("regime", seed), 1.0, periods_ms=(8 * HOUR_MS, 3 * DAY_MS), regime_max_ms=0)
         self._activity_noise = _Octaves(stable_hash("activity", seed), 1.0, periods_ms=(2 * HOUR_MS, 9 * HOUR_MS), regime_max_ms=0)
@@ -233,8 +234,11 @@ class SimulatorSource:
         active = [ep for mm in range(m - _MAX_SPAN_MIN, m + 1) for ep in self._episodes_starting(prof, mm)
                   if ep.end_ms >= t0 and ep.start_ms < t0 + MINUTE_MS]
         rng = random.Random(stable_hash("block", self.seed, prof.key, m))
-        block = _Block(self, prof, m, rng, active).run()
+        played = _Block(self, prof, m, rng, active)
+        block = played.run()
         with self._lock:
+            for (kind, side, start_ms), share in played.resting_at_pull.items():
+                self._resting[(prof.key, kind, side, start_ms)] = share
             self._blocks[key] = block
             while len(self._blocks) > self._cache_size:
                 self._blocks.popitem(last=False)
@@ -251,6 +255,15 @@ class SimulatorSource:
                     out.append(ep)
         out.sort(key=lambda e: (e.start_ms, e.kind))
         return out
+
+    def resting_at_pull(self, pair: PairRef, ep: Episode) -> float | None:
+        """The share of what a spoofing episode placed that still rested when its pull began
+        (None before it pulled). Takers filling the orders or price jumping through them
+        first leaves little or nothing to pull: the episode did not happen as drawn."""
+        prof = self._profile(pair)
+        self._block(prof, ep.collapse_start_ms // MINUTE_MS)
+        with self._lock:
+            return self._resting.get((prof.key, ep.kind, ep.side, ep.start_ms))
 
     def _explicit_for(self, prof: _Profile) -> list[Episode]:
         cached = self._paths.get(("explicit", prof.key))
