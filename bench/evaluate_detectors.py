@@ -211,11 +211,12 @@ def main(argv=None) -> int:
             "Episodes: 75 % are clear cases of DETECTION.md's definition (every parameter inside its threshold), 25 % "
             "near misses that break exactly one threshold (parameters[\"near_miss\"]). Recall counts clear episodes; "
             "a detection of a near miss is shown in its column and is neither a true nor a false positive. Disrupted: "
-            "clear episodes whose orders the market took before their pull began (takers filled them or price "
-            "jumped through them: less than half of what they placed still rested, "
-            "`SimulatorSource.resting_at_pull`), so there was little left to pull and the episode did not happen "
-            "as drawn; they are outside recall and a detection of one (in brackets) is neither a true nor a "
-            "false positive.", "",
+            "episodes drawn as clear cases whose orders takers filled before their pull began (less than half of "
+            "what they placed still rested, `SimulatorSource.resting_at_pull`), so there was little left to pull "
+            "and the episode did not happen as drawn (a filled wall); they are not in the clear episodes' count "
+            "nor in recall, and a detection of one (in brackets) is neither a true nor a false positive. This rule "
+            "was found while tracing held-out misses (docs/DETECTION_METHOD.md, \"Episodes the market took "
+            "first\"); it changes no detection.", "",
             "Matching: same scheme (either side, so direction accuracy is measured), detection time within "
             "[episode start, episode end + 5 s]. FP counts every other detection; the number in brackets matched an "
             "episode of another scheme. False alarms: detections on background flow or a hard negative, per "

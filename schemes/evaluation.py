@@ -9,10 +9,10 @@ direction accuracy is then measured, not implied) when its time is within
 [start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
 misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
 episodes; a detection of a near miss is reported on its own and is neither a true nor a
-false positive. An episode whose orders the market took before its pull (takers filled them
-or price jumped through them, so less than DISRUPTED_BELOW of what it placed still rested
-when the pull began) did not happen as drawn: it is counted as disrupted, outside recall,
-and a detection of it is neither a true nor a false positive. Later detections of the same episode are duplicates (false positives).
+false positive. An episode drawn clear whose orders takers filled before its pull (less than
+DISRUPTED_BELOW of what it placed still rested when the pull began) did not happen as
+drawn: it is counted as disrupted, outside recall, and a detection of it is neither a true
+nor a false positive. Later detections of the same episode are duplicates (false positives).
 Every other detection is a false positive; those that match no spoofing episode are false
 alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
 """
@@ -31,7 +31,9 @@ from schemes.detectors import DetectorEngine
 MATCH_SLACK_MS = 5_000
 DEFAULT_START_MS = 1_717_419_600_000  # 2024-06-03 13:00 UTC (a Monday, busy hours)
 HOUR_MS = 3_600_000
-DISRUPTED_BELOW = 0.5  # DETECTION.md's pulls remove >= 50 %: less than this left to pull is no clear case
+# less than this share of what an episode placed left to pull is no clear case: a lenient cut,
+# DETECTION.md's pulls take 50 % (vacuuming) to 80 % (flipping) of what was shown
+DISRUPTED_BELOW = 0.5
 
 
 @dataclass
@@ -44,7 +46,7 @@ class SchemeStats:
     misclassified: int = 0  # FP that matched an episode of another scheme
     near_misses: int = 0  # near-miss episodes (not in recall)
     near_miss_flagged: int = 0  # detections of them (neither TP nor FP)
-    disrupted: int = 0  # clear episodes whose orders the market took before the pull (not in recall)
+    disrupted: int = 0  # episodes drawn clear whose orders takers filled before the pull (not in recall)
     disrupted_flagged: int = 0  # detections of them (neither TP nor FP)
     direction_ok: int = 0
     latencies: list = field(default_factory=list)

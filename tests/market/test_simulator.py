@@ -354,6 +354,24 @@ def test_an_episode_records_how_much_of_its_depth_still_rested_when_its_pull_beg
     assert block.resting_at_pull[(ep.kind, ep.side, ep.start_ms)] == 0.5, "measured once, as the pull began"
 
 
+def test_an_order_moved_back_into_view_stays_the_order_it_was():
+    sim = SimulatorSource(seed=3)
+    block = _Block(sim, sim._profile(BTC), T0 // MINUTE_MS, random.Random(1), [])
+    for tick in (100, 90, 89, 88):
+        block.set_level(True, tick, 10)
+    block.set_level(False, 102, 10)
+    spoof = block.place(True, 99, 40)
+    block.market(False, 30)  # takes the level in front and 20 of the order
+    moved = block.move(spoof, 95)
+    assert (moved.tick, moved.rem, moved.orig, moved.filled) == (95, 20, 40, 20)
+    assert 99 not in block.bids and block.bids[95] == 20
+    ep = Episode("vacuuming", "bid", None, T0 + 5_000, T0 + 15_000, T0 + 15_400)
+    block.note_resting(ep, [moved])
+    assert block.resting_at_pull[(ep.kind, ep.side, ep.start_ms)] == 0.5, "what takers filled before the move counts"
+    block.market(False, 20)
+    assert block.move(moved, 90) is None, "nothing left to move"
+
+
 def test_quotes_behind_a_standing_wall_are_not_run_over_until_the_wall_is_pulled():
     """A tracked order is a wall the fair price waits behind: the quotes it protects stay
     while it stands (their cancelling read as a side's depth pulled), and only once it is

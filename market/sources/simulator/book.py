@@ -100,7 +100,7 @@ class _Block:
         self.changed_asks: dict[int, int] = {}
         self.out: list = []
         # (kind, side, start_ms) -> share of what a spoofing episode placed that still rested
-        # when its pull began (orders the market took first leave nothing to pull)
+        # when its pull began (orders takers filled first leave nothing to pull)
         self.resting_at_pull: dict = {}
         self.top = None
         self.impact = 0.0
@@ -241,6 +241,17 @@ class _Block:
         if order.is_bid:
             return sum(self.bids[t] for t in self.bid_ticks if t > order.tick) + order.ahead
         return sum(self.asks[t] for t in self.ask_ticks if t < order.tick) + order.ahead
+
+    def move(self, order: _Order, tk: int) -> _Order | None:
+        """Re-place what remains of a tracked order at tk (a pegged order following the
+        touch). It stays the same order: what it was placed with and what it filled carry
+        over. None when nothing of it was left to move."""
+        lots = self.pull(order)
+        if lots <= 0:
+            return None
+        moved = self.place(order.is_bid, tk, lots)
+        moved.orig, moved.filled = order.orig, order.filled
+        return moved
 
     def note_resting(self, ep: Episode, orders) -> None:
         """Record, once, how much of what `ep` placed still rests as its pull begins."""

@@ -404,10 +404,8 @@ def _play_depth_pull(stage: _Stage) -> None:
             edge = keys[-10] if s else keys[9]
             for i, o in enumerate(placed[s]):
                 if o.rem > 0 and (o.tick < edge if s else o.tick > edge):
-                    lots = blk.pull(o)
-                    if lots > 0:
-                        k = min(p["chunk_levels"][i], len(keys) - 1)
-                        placed[s][i] = blk.place(s, keys[-1 - k] if s else keys[k], lots)
+                    k = min(p["chunk_levels"][i], len(keys) - 1)
+                    placed[s][i] = blk.move(o, keys[-1 - k] if s else keys[k]) or o
 
     for t_follow in range(start + build + _FOLLOW_MS, collapse, _FOLLOW_MS):
         at(t_follow, follow_touch)

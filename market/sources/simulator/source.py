@@ -237,6 +237,8 @@ class SimulatorSource:
         played = _Block(self, prof, m, rng, active)
         block = played.run()
         with self._lock:
+            if len(self._resting) > 100_000:  # bounded memory (a live source plays for ever): start over
+                self._resting.clear()
             for (kind, side, start_ms), share in played.resting_at_pull.items():
                 self._resting[(prof.key, kind, side, start_ms)] = share
             self._blocks[key] = block
@@ -258,12 +260,17 @@ class SimulatorSource:
 
     def resting_at_pull(self, pair: PairRef, ep: Episode) -> float | None:
         """The share of what a spoofing episode placed that still rested when its pull began
-        (None before it pulled). Takers filling the orders or price jumping through them
-        first leaves little or nothing to pull: the episode did not happen as drawn."""
+        (None when it records no pull: not a spoofing episode, or an episode this source
+        does not play). Takers filling the orders first leave little or nothing to pull: the
+        episode did not happen as drawn."""
         prof = self._profile(pair)
-        self._block(prof, ep.collapse_start_ms // MINUTE_MS)
+        key = (prof.key, ep.kind, ep.side, ep.start_ms)
         with self._lock:
-            return self._resting.get((prof.key, ep.kind, ep.side, ep.start_ms))
+            if key in self._resting:
+                return self._resting[key]
+        self._block(prof, ep.collapse_start_ms // MINUTE_MS)  # plays the pull's minute (again)
+        with self._lock:
+            return self._resting.get(key)
 
     def _explicit_for(self, prof: _Profile) -> list[Episode]:
         cached = self._paths.get(("explicit", prof.key))
