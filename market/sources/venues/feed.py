@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -67,6 +68,10 @@ class FeedStatus:
     snapshot_reach_pct: float | None = None  # the last snapshot reaches this far from the mid
 
 
+NO_MESSAGE = object()  # a short wait ended with nothing received
+SNAPSHOT_POLL_S = 0.05  # while a REST snapshot is awaited, how often the socket's wait gives way to it
+
+
 class _Retry(Exception):
     """Drop the connection and reconnect (the reason is the message)."""
 
@@ -87,6 +92,8 @@ class VenueFeed:
         self._closed = False
         self._disconnects: deque[int] = deque()
         self._status = FeedStatus(CONNECTING, since_ms=_wall_ms())
+        self._heard, self._stale = time.monotonic(), False  # the watchdog's (see _watched)
+        self._last_message_ms: int | None = None  # kept apart: a status copy per message costs more than the message
         self._on_status: Callable[[FeedStatus], Any] = lambda status: None
         self.codec: Any = None
 
@@ -99,6 +106,7 @@ class VenueFeed:
         since = now if state != self._status.state else self._status.since_ms
         self._status = dataclasses.replace(
             self._status, state=state, reason=reason, since_ms=since, recent_disconnects=recent,
+            last_message_ms=self._last_message_ms,
             degraded=recent >= DEGRADED_AFTER, trades_missed=getattr(self.codec, "trades_missed", 0),
             synced_at_ms=getattr(self.codec, "synced_at_ms", None),
             snapshot_reach_pct=getattr(self.codec, "snapshot_reach_pct", None), **changes)
@@ -107,7 +115,7 @@ class VenueFeed:
     def _deliver(self, message: dict, sink) -> bool:
         """A data message: heard now, its events to the sink, live once the codec syncs.
         Returns whether the codec was synced before it."""
-        self._status = dataclasses.replace(self._status, last_message_ms=_wall_ms())
+        self._last_message_ms = _wall_ms()
         was_synced = self.codec.synced
         for event in self.codec.on_message(message):
             sink(event)
@@ -150,18 +158,46 @@ class VenueFeed:
         delay = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
         return delay * (1 - self._rng.random() * self.backoff_jitter)
 
-    async def _receive(self, ws) -> Any:
+    async def _receive(self, ws, timeout: float | None = None) -> Any:
+        """The next data message (None for a control frame). With `timeout`, waits at most
+        that long and returns NO_MESSAGE. Without one it waits with no timer of its own
+        (aiohttp's timeout context costs about as much as a small message): the watchdog
+        of `_watched` ends a stream that stays silent for `stale_after_s`."""
         try:
-            message = await asyncio.wait_for(ws.receive(), timeout=self.stale_after_s)
+            message = await (ws.receive(timeout=timeout) if timeout is not None else ws.receive())
         except asyncio.TimeoutError:
-            raise _Retry(f"no message for {self.stale_after_s:g} s") from None
+            return NO_MESSAGE
+        self._heard = time.monotonic()
         if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+            if self._stale:
+                raise _Retry(f"no message for {self.stale_after_s:g} s")
             raise _Retry(f"connection closed by the exchange ({ws.close_code})")
         if message.type == aiohttp.WSMsgType.ERROR:
             raise _Retry(f"connection error: {ws.exception()}")
         if message.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
             return None
         return orjson.loads(message.data)
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, ws):
+        """Close `ws` when nothing arrived on it for `stale_after_s`; `_receive` then tells
+        the stream is stale (reconnect and resync) rather than closed by the exchange."""
+        self._heard, self._stale = time.monotonic(), False
+
+        async def watch() -> None:
+            every = min(1.0, self.stale_after_s / 4)
+            while not ws.closed:
+                await asyncio.sleep(every)
+                if time.monotonic() - self._heard > self.stale_after_s:
+                    self._stale = True
+                    await ws.close()
+                    return
+
+        watchdog = asyncio.ensure_future(watch())
+        try:
+            yield ws
+        finally:
+            watchdog.cancel()
 
     async def close(self) -> None:
         self._closed = True
@@ -208,26 +244,25 @@ class BinanceFeed(VenueFeed):
         symbol = codec.symbol
         name = symbol.lower()
         url = f"{self.ws_url}/stream?streams={name}@depth@100ms/{name}@trade/{name}@bookTicker"
-        async with self._session.ws_connect(url, heartbeat=None, autoping=True, max_msg_size=0) as ws:
+        async with self._session.ws_connect(url, heartbeat=None, autoping=True, max_msg_size=0) as socket, \
+                self._watched(socket) as ws:
             self._set(SYNCING, "waiting for the depth snapshot")
             fetch: asyncio.Task | None = asyncio.ensure_future(self._snapshot(symbol))
-            receive: asyncio.Task | None = None
             try:
                 while True:
-                    if receive is None:
-                        receive = asyncio.ensure_future(self._receive(ws))
-                    done, _ = await asyncio.wait({receive} | ({fetch} if fetch else set()),
-                                                 return_when=asyncio.FIRST_COMPLETED)
-                    if fetch is not None and fetch in done:
-                        snapshot, fetch = fetch.result(), None  # raises what the fetch raised
-                        for event in codec.on_snapshot(snapshot):
-                            sink(event)
-                        if codec.synced:
-                            self._set(LIVE)
-                    if receive not in done:
-                        continue
-                    message, receive = receive.result(), None
-                    if message is None:
+                    # One awaited receive per message. While the REST snapshot is awaited the
+                    # receive gives way every SNAPSHOT_POLL_S, so a quiet stream still syncs.
+                    if fetch is None:
+                        message = await self._receive(ws)
+                    else:
+                        message = await self._receive(ws, SNAPSHOT_POLL_S)
+                        if fetch.done():
+                            snapshot, fetch = fetch.result(), None  # raises what the fetch raised
+                            for event in codec.on_snapshot(snapshot):
+                                sink(event)
+                            if codec.synced:
+                                self._set(LIVE)
+                    if message is None or message is NO_MESSAGE:
                         continue
                     was_synced = self._deliver(message, sink)
                     if codec.synced:
@@ -238,9 +273,9 @@ class BinanceFeed(VenueFeed):
                         self._set(SYNCING, codec.wants_snapshot)
                         fetch = asyncio.ensure_future(self._snapshot(symbol))
             finally:
-                for task in (fetch, receive):
-                    if task is not None:
-                        task.cancel()
+                if fetch is not None:
+                    fetch.cancel()
+
 
 class CoinbaseFeed(VenueFeed):
     """wss://ws-feed.exchange.coinbase.com, channels level2_batch (level2's messages batched every
@@ -255,7 +290,8 @@ class CoinbaseFeed(VenueFeed):
 
     async def _connection(self, pair: PairRef, sink) -> None:
         codec: CoinbaseCodec = self.codec
-        async with self._session.ws_connect(self.ws_url + "/", heartbeat=None, autoping=True, max_msg_size=0) as ws:
+        async with self._session.ws_connect(self.ws_url + "/", heartbeat=None, autoping=True, max_msg_size=0) as socket, \
+                self._watched(socket) as ws:
             await ws.send_str(json.dumps({"type": "subscribe", "product_ids": [codec.product],
                                           "channels": ["level2_batch", "matches", "ticker"]}))
             self._set(SYNCING, "waiting for the level2 snapshot")
