@@ -49,6 +49,10 @@ def scheme_events_purge(*, now_ms: int) -> int:
     return deleted
 
 
-def detector_checkpoint_save(*, pair, cursor_ms: int, state: bytes) -> None:
-    """Keep the pair's detector state as of cursor_ms (call inside the step's transaction)."""
-    DetectorCheckpoint.objects.update_or_create(pair=pair, defaults={"cursor_ms": cursor_ms, "state": state})
+def detector_checkpoints_save(*, checkpoints: list[tuple]) -> None:
+    """Keep each pair's detector state as of its cursor: (pair, cursor_ms, state) items, in
+    one statement (call inside the ingestion tick's transaction)."""
+    rows = [DetectorCheckpoint(pair=pair, cursor_ms=cursor_ms, state=state) for pair, cursor_ms, state in checkpoints]
+    if rows:
+        DetectorCheckpoint.objects.bulk_create(rows, update_conflicts=True, unique_fields=["pair"],
+                                               update_fields=["cursor_ms", "state", "updated_at"])

@@ -67,6 +67,7 @@ class PairFeed:
         self.last_message_ms: int | None = None
         self.vouched_ms: int | None = None
         self.covers_from_ms: int | None = None
+        self.synced_from_ms: int | None = None  # the time of the feed's first book snapshot
         self.live = False
         self.status: Any = None
         self.fatal: BaseException | None = None
@@ -95,6 +96,8 @@ class PairFeed:
                 self.covers_from_ms = ts
             if type(event) is BookSnapshot:
                 self.live = True
+                if self.synced_from_ms is None:
+                    self.synced_from_ms = ts
 
     def on_status(self, status: Any) -> None:
         with self._lock:
@@ -146,6 +149,19 @@ class PairFeed:
             self._events = [item for item in self._events if item[0] >= ts_ms]
             if self.covers_from_ms is not None:
                 self.covers_from_ms = max(self.covers_from_ms, ts_ms)
+
+    def complete_from_ms(self) -> int | None:
+        """From when this feed holds every event another process's feed of the pair holds:
+        the second after the one holding its first book snapshot, and one more for events the
+        exchange stamped before they were sent (None: not synced yet). A process taking the
+        pair over from another waits until the other's cursor reaches it."""
+        with self._lock:
+            self.last_read = time.monotonic()
+            if self.fatal is not None:
+                raise self.fatal
+            if self.synced_from_ms is None:
+                return None
+            return self.synced_from_ms - self.synced_from_ms % 1000 + 2000
 
     def covers(self, ts_ms: int) -> bool:
         with self._lock:
@@ -306,6 +322,15 @@ class LiveExchangeSource:
 
     def covers(self, ref: PairRef, ts_ms: int) -> bool:
         return self.feed(ref).covers(ts_ms)
+
+    def complete_from_ms(self, ref: PairRef) -> int | None:
+        return self.feed(ref).complete_from_ms()
+
+    def release(self, ref: PairRef) -> None:
+        """This process no longer ingests the pair: close its feed now."""
+        runner = FeedRunner._instance
+        if runner is not None:
+            runner.stop(ref)
 
     def trim_before(self, ref: PairRef, ts_ms: int) -> None:
         self.feed(ref).trim_before(ts_ms)

@@ -46,6 +46,19 @@ def publish(channel: str, event_type: str, data: dict) -> None:
         get_listener_manager().add_to_queues(channel, Event(channel, event_type, data))
 
 
+def publish_many(events: list[tuple[str, str, dict]]) -> None:
+    """`publish` for (channel, event type, data) triples, in one round trip to Redis."""
+    if not settings.REDIS_URL:
+        for channel, event_type, data in events:
+            publish(channel, event_type, data)
+        return
+    name = redis_channel()
+    pipe = _redis_client().pipeline(transaction=False)
+    for channel, event_type, data in events:
+        pipe.publish(name, orjson.dumps({"c": channel, "t": event_type, "d": data}))
+    pipe.execute()
+
+
 _client = None
 _client_lock = threading.Lock()
 

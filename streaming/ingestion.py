@@ -4,21 +4,28 @@ One step, in one transaction: lock the pair's IngestionState, read the source's 
 from the committed cursor to the watermark, build the second bars, upsert them (roll-ups
 included), move the cursor. A worker killed at any point leaves the cursor where the last
 committed bars end, so the next step (on any worker) neither loses nor repeats a bar.
+A process steps all its pairs in one tick, one transaction (`ingest_tick`): each pair's
+cursor still moves only with its own bars.
 
-Workers own pairs through a lease (owner + expiry on the state row, renewed every loop);
-a step refuses to write for a pair whose lease it lost. Long-running Celery tasks run the
-loop for a lifetime and re-queue themselves; a supervisor re-queues pairs whose lease ran
-out. In embedded mode one in-process thread runs the same loop for every wanted pair."""
+Processes own pairs through a lease (owner + expiry on the state row, renewed every tick);
+a step refuses to write for a pair whose lease it lost. Every ingestion process (each
+Celery worker process in the full mode, the server's thread in embedded mode) runs the
+same loop for its lifetime and holds its fair share of the wanted pairs: the pairs
+divided by the processes seen running (`IngestionWorker`). A process joining asks the
+ones above their share to hand pairs over; a process leaving releases its leases; a
+process killed loses them when they expire. The leases are the only truth of who
+ingests what."""
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
@@ -29,12 +36,12 @@ from django.db.models import Q
 from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
 from market.models import Pair, SecondBar
-from market.services import bars_write
+from market.services import bars_write, bars_write_many
 from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
 
 from . import live
-from .models import BookCheckpoint, IngestionState
+from .models import BookCheckpoint, IngestionState, IngestionWorker
 from .sources import pair_ref, source_for
 
 logger = logging.getLogger(__name__)
@@ -54,11 +61,6 @@ class StepResult:
     bars: list[Bar]
     cursor_ms: int
     caught_up: bool
-
-
-def _publish_after_commit(pair: Pair, bars: list[Bar]) -> None:
-    if bars:
-        transaction.on_commit(lambda: live.publish_bars(pair=pair, bars=bars))
 
 
 class PairIngestor:
@@ -176,80 +178,100 @@ class PairIngestor:
             self.builder_cursor = None
 
     def step(self, until_ms: int) -> StepResult | None:
-        """Ingest from the committed cursor up to until_ms (at most one window)."""
-        until_ms = floor_ms(until_ms, "second")
-        try:
-            warmed = self._warm_up_before_the_lock()
-            with transaction.atomic():
-                state = IngestionState.objects.select_for_update().get(pair=self.pair)
-                if self.owner and state.lease_owner != self.owner:
-                    raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
-                if self.owner and state.lease_until < clock.utcnow():
-                    # lapsed during the warm-up, and nobody took it: the row lock is ours now
-                    state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
-                first_step = state.cursor_ms is None
-                if first_step:
-                    backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
-                    if state.cursor_ms is None:  # a live feed that sent nothing yet, a pair the recording lacks
-                        if self.live:
-                            self._note_feed(state)
-                            state.save()
-                        return None
-                elif self.live and self.builder_cursor != state.cursor_ms:
-                    self._skip_unheard(state)
-                cursor = state.cursor_ms
-                end = min(self._window_end(until_ms, state), cursor + settings.INGESTION_MAX_WINDOW_MS)
-                if end <= cursor:
-                    if self.live:
-                        self._note_feed(state)
-                        state.save()
-                    return None
-                detections = warmed if warmed is not None and self.builder_cursor == cursor else []
-                if self.builder_cursor != cursor:  # the cursor moved since (another process stepped)
-                    detections = self._warm_up(cursor, self._before_any_event_step())
-                seen = {}
-                detect = self.detection.feed if self.detection is not None else None
-                for event in self.source.events(self.ref, cursor, end):
-                    self.builder.feed(event)
-                    if detect is not None:
-                        detections.extend(detect(event))
-                    seen[type(event)] = event.ts_ms
-                bars = self.builder.flush(end)
-                bars_write(pair=self.pair, granularity="second", bars=bars)
-                if self.detection is not None and self.detection.checkpoint_due(end):
-                    from schemes.services import detector_checkpoint_save
+        """Ingest from the committed cursor up to until_ms (at most one window): a tick of
+        this pair alone, in its own transaction."""
+        outcome = ingest_tick([self], until_ms)
+        if self.pair.pk in outcome.lost:
+            raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
+        if self.pair.pk in outcome.failed:
+            raise outcome.failed[self.pair.pk]
+        return outcome.results.get(self.pair.pk)
 
-                    detector_checkpoint_save(pair=self.pair, cursor_ms=end, state=self.detection.state())
-                    self.detection.checkpoint_ms = end
-                if self.checkpoint_ms is None or end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000:
-                    BookCheckpoint.objects.update_or_create(pair=self.pair, defaults={
-                        "cursor_ms": end, "state": self.builder.state()})
-                    self.checkpoint_ms = end
-                    if self.live:
-                        transaction.on_commit(lambda: self.source.trim_before(self.ref, end))
-                state.cursor_ms = end
+    def reset(self) -> None:
+        """The builder and detectors saw events that did not commit: rebuild them next step."""
+        self.builder_cursor = None
+        self.detection = None
+
+    def advance(self, state: IngestionState, until_ms: int, warmed: list[dict] | None,
+                alive: frozenset[str] | None = None) -> _Advance | None:
+        """Under the tick's lock of `state`: read the events from the committed cursor to
+        the window's end through the builder and detectors, and change `state` as the
+        write will leave it. Writes nothing itself, except a new pair's first cursor
+        (its backfill). None: nothing to write (the state may still have changed)."""
+        if self.owner and state.lease_owner != self.owner:
+            raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
+        if self.owner and state.lease_until < clock.utcnow():
+            # lapsed during the warm-up, and nobody took it: the row lock is ours now
+            state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
+        first_step = state.cursor_ms is None
+        if first_step:
+            backfill_start(state=state, source=self.source, ref=self.ref, pair=self.pair)
+            if state.cursor_ms is None:  # a live feed that sent nothing yet, a pair the recording lacks
                 if self.live:
                     self._note_feed(state)
-                else:
-                    state.heartbeat_at = clock.utcnow()
-                state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
-                book_seen = max(seen.get(BookSnapshot, 0), seen.get(BookDelta, 0)) or None
-                state.book_seen_ms = book_seen or state.book_seen_ms
-                state.quote_seen_ms = seen.get(Quote, state.quote_seen_ms)
-                if state.last_error and not state.fatal:
-                    state.last_error = ""
-                state.save()
-                _publish_after_commit(self.pair, bars)
-                if detections:  # after the bars: live, the step's scheme events follow its bars
-                    from schemes.services import scheme_events_store
+                return None
+        elif self.live and self.builder_cursor != state.cursor_ms:
+            self._skip_unheard(state)
+        cursor = state.cursor_ms
+        end = min(self._window_end(until_ms, state), cursor + settings.INGESTION_MAX_WINDOW_MS)
+        if end <= cursor:
+            if self.live:
+                self._note_feed(state)
+            return None
+        detections = warmed if warmed is not None and self.builder_cursor == cursor else []
+        if self.builder_cursor != cursor:  # the cursor moved since (another process stepped)
+            detections = self._warm_up(cursor, self._before_any_event_step())
+        seen = {}
+        builder, detect = self.builder, self.detection.feed if self.detection is not None else None
+        feed = builder.feed
+        for event in self.source.events(self.ref, cursor, end):
+            feed(event)
+            if detect is not None:
+                found = detect(event)
+                if found:
+                    detections.extend(found)
+            seen[type(event)] = event.ts_ms
+        bars = builder.flush(end)
+        handing_over = bool(state.handover_to) and state.handover_ready_ms is not None \
+            and end >= state.handover_ready_ms and (alive is None or state.handover_to in alive)
+        detector_state = None
+        if self.detection is not None and (handing_over or self.detection.checkpoint_due(end)):
+            detector_state = self.detection.state()
+        book_state = None
+        if handing_over or self.checkpoint_ms is None or \
+                end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000:
+            book_state = builder.state()
+        state.cursor_ms = end
+        if self.live:
+            self._note_feed(state)
+        else:
+            state.heartbeat_at = clock.utcnow()
+        state.trade_seen_ms = seen.get(Trade, state.trade_seen_ms)
+        book_seen = max(seen.get(BookSnapshot, 0), seen.get(BookDelta, 0)) or None
+        state.book_seen_ms = book_seen or state.book_seen_ms
+        state.quote_seen_ms = seen.get(Quote, state.quote_seen_ms)
+        if state.last_error and not state.fatal:
+            state.last_error = ""
+        if handing_over:  # the taker's feed holds everything from here: the lease moves with this commit
+            state.lease_owner, state.handover_to, state.handover_ready_ms = state.handover_to, "", None
+            state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
+        elif state.handover_to and alive is not None and state.handover_to not in alive:
+            state.handover_to, state.handover_ready_ms = "", None  # the taker is gone
+        return _Advance(self, end, bars, detections, book_state, detector_state, handing_over)
 
-                    scheme_events_store(pair=self.pair, detections=detections)
-        except BaseException:
-            self.builder_cursor = None  # the builder and detectors saw events that did not commit
-            self.detection = None
-            raise
-        self.builder_cursor = end
-        return StepResult(self.pair.pk, bars, end, caught_up=end >= until_ms)
+    def committed(self, advance: _Advance) -> None:
+        """The tick that wrote `advance` committed: the builder and detectors are at its end."""
+        self.builder_cursor = advance.end
+        if advance.detector_state is not None:
+            self.detection.checkpoint_ms = advance.end
+        if advance.book_state is not None:
+            self.checkpoint_ms = advance.end
+            if self.live:
+                self.source.trim_before(self.ref, advance.end)
+        if advance.handed_over:
+            release = getattr(self.source, "release", None)
+            if release is not None:
+                release(self.ref)
 
     def _note_feed(self, state: IngestionState) -> None:
         """A live feed's own signals; its heartbeat is its last real message."""
@@ -257,6 +279,120 @@ class PairIngestor:
         heard = self.source.heartbeat_ms(self.ref)
         if heard is not None:
             state.heartbeat_at = datetime.fromtimestamp(heard / 1000, tz=dt_timezone.utc)
+
+
+@dataclass
+class _Advance:
+    ingestor: PairIngestor
+    end: int
+    bars: list[Bar]
+    detections: list[dict]
+    book_state: bytes | None
+    detector_state: bytes | None
+    handed_over: bool
+
+
+@dataclass
+class TickOutcome:
+    results: dict[int, StepResult] = field(default_factory=dict)
+    lost: set[int] = field(default_factory=set)  # pairs whose lease another process holds now
+    failed: dict[int, BaseException] = field(default_factory=dict)
+    handed_over: set[int] = field(default_factory=set)
+
+
+_STATE_FIELDS = ["cursor_ms", "coverage_from_ms", "heartbeat_at", "trade_seen_ms", "book_seen_ms", "quote_seen_ms",
+                 "lease_owner", "lease_until", "handover_to", "handover_ready_ms", "last_error", "feed", "gaps",
+                 "updated_at"]
+
+
+def ingest_tick(ingestors: list[PairIngestor], until_ms: int, *, alive: frozenset[str] | None = None) -> TickOutcome:
+    """One tick of many pairs in ONE transaction: lock their states, advance each, then
+    write every pair's bars together (one upsert per table, market.services.bars_write_many),
+    the checkpoints due, and the states (one statement), and publish after the commit.
+    Every pair's cursor still moves only with its own bars. A pair whose advance raises is
+    left out of the tick (its builder is rebuilt next time); if the write itself fails, the
+    tick is retried pair by pair, so one pair's bad data costs only that pair its step."""
+    until_ms = floor_ms(until_ms, "second")
+    outcome = TickOutcome()
+    warmed: dict[int, list[dict] | None] = {}
+    for ingestor in ingestors:
+        try:
+            warmed[ingestor.pair.pk] = ingestor._warm_up_before_the_lock()
+        except Exception as exc:
+            ingestor.reset()
+            outcome.failed[ingestor.pair.pk] = exc
+    ready = [i for i in ingestors if i.pair.pk not in outcome.failed]
+    if not ready:
+        return outcome
+    advances: list[_Advance] = []
+    try:
+        with transaction.atomic():
+            states = IngestionState.objects.select_for_update().in_bulk([i.pair.pk for i in ready], field_name="pair_id")
+            touched = []
+            for ingestor in ready:
+                pair_id = ingestor.pair.pk
+                state = states.get(pair_id)
+                try:
+                    if state is None:
+                        raise LeaseLost(f"{ingestor.pair} is not ingested")
+                    advance = ingestor.advance(state, until_ms, warmed.get(pair_id), alive)
+                except LeaseLost:
+                    ingestor.reset()
+                    outcome.lost.add(pair_id)
+                    continue
+                except Exception as exc:
+                    ingestor.reset()
+                    outcome.failed[pair_id] = exc
+                    continue
+                touched.append(state)
+                if advance is not None:
+                    advances.append(advance)
+            _write_tick(advances, touched)
+    except Exception:
+        for advance in advances:
+            advance.ingestor.reset()
+        if len(ready) == 1:
+            raise
+        logger.warning("A tick of %d pairs failed to write; stepping them one by one", len(ready), exc_info=True)
+        for ingestor in ready:
+            alone = ingest_tick([ingestor], until_ms, alive=alive)
+            outcome.results.update(alone.results)
+            outcome.lost |= alone.lost
+            outcome.failed.update(alone.failed)
+            outcome.handed_over |= alone.handed_over
+        return outcome
+    for advance in advances:
+        ingestor = advance.ingestor
+        ingestor.committed(advance)
+        outcome.results[ingestor.pair.pk] = StepResult(ingestor.pair.pk, advance.bars, advance.end,
+                                                       caught_up=advance.end >= until_ms)
+        if advance.handed_over:
+            outcome.handed_over.add(ingestor.pair.pk)
+    return outcome
+
+
+def _write_tick(advances: list[_Advance], states: list[IngestionState]) -> None:
+    from schemes.services import detector_checkpoints_save, scheme_events_store
+
+    bars_write_many(granularity="second", bars_by_pair=[(a.ingestor.pair, a.bars) for a in advances if a.bars])
+    detector_checkpoints_save(checkpoints=[(a.ingestor.pair, a.end, a.detector_state)
+                                           for a in advances if a.detector_state is not None])
+    books = [BookCheckpoint(pair=a.ingestor.pair, cursor_ms=a.end, state=a.book_state)
+             for a in advances if a.book_state is not None]
+    if books:
+        BookCheckpoint.objects.bulk_create(books, update_conflicts=True, unique_fields=["pair"],
+                                           update_fields=["cursor_ms", "state", "updated_at"])
+    if states:
+        now = clock.utcnow()
+        for state in states:
+            state.updated_at = now
+        IngestionState.objects.bulk_update(states, _STATE_FIELDS)
+    published = [(a.ingestor.pair, a.bars) for a in advances if a.bars]
+    if published:
+        transaction.on_commit(lambda: live.publish_bars_many(published))
+    for advance in advances:  # after the bars: live, a step's scheme events follow its bars
+        if advance.detections:
+            scheme_events_store(pair=advance.ingestor.pair, detections=advance.detections)
 
 
 def backfill_start(*, state: IngestionState, source, ref, pair: Pair) -> None:
@@ -307,15 +443,11 @@ def ingestion_unwant(*, pair: Pair) -> None:
 
 
 def _kick(pair_id: int) -> None:
-    if not settings.INGESTION_AUTOSTART:
-        return
-    if settings.INGESTION_IN_PROCESS:
-        if EmbeddedIngestion.serving:  # a command (seed_demo, the shell) leaves ingestion to the server
-            EmbeddedIngestion.ensure_started()
-        return
-    from .tasks import supervise_ingestion
-
-    supervise_ingestion.delay()
+    """Embedded mode: make sure the server's ingestion thread runs. In the full mode every
+    worker process's loop looks for wanted pairs each tick: nothing to send."""
+    if settings.INGESTION_AUTOSTART and settings.INGESTION_IN_PROCESS and EmbeddedIngestion.serving:
+        # a command (seed_demo, the shell) leaves ingestion to the server
+        EmbeddedIngestion.ensure_started()
 
 
 def wanted_pair_ids() -> list[int]:
@@ -332,30 +464,112 @@ def retire_unwanted() -> int:
         wanted=False, lease_owner="", lease_until=None)
 
 
-# -- leases and the worker loop ---------------------------------------------------------------
+# -- leases, the processes' fair shares and the worker loop ----------------------------------------
 
 def leases_acquire(*, owner: str, pair_ids: list[int]) -> list[int]:
-    """Take or renew the lease of each pair that is free, expired or already ours."""
+    """Take or renew the lease of each listed pair that is free, expired or already ours, in
+    one statement (the condition is checked per row, so two processes never both win one)."""
+    if not pair_ids:
+        return []
     now = clock.utcnow()
     until = now + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
-    owned = []
-    for pair_id in pair_ids:
-        updated = IngestionState.objects.filter(pair_id=pair_id, wanted=True, fatal=False).filter(
-            Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_until__lt=now)
-        ).update(lease_owner=owner, lease_until=until)
-        if updated:
-            owned.append(pair_id)
-    return owned
+    IngestionState.objects.filter(pair_id__in=pair_ids, wanted=True, fatal=False).filter(
+        Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_until__lt=now)
+    ).update(lease_owner=owner, lease_until=until)
+    owned = set(IngestionState.objects.filter(pair_id__in=pair_ids, lease_owner=owner).values_list("pair_id", flat=True))
+    return [pair_id for pair_id in pair_ids if pair_id in owned]
 
 
 def leases_release(*, owner: str) -> None:
     IngestionState.objects.filter(lease_owner=owner).update(lease_owner="", lease_until=None)
+    IngestionState.objects.filter(handover_to=owner).update(handover_to="", handover_ready_ms=None)
 
 
-def pairs_needing_a_worker() -> list[int]:
+def worker_heartbeat(*, owner: str) -> frozenset[str]:
+    """Say this process runs; returns the processes seen within the lease period (this one
+    included). Rows of processes gone for ten lease periods are removed."""
     now = clock.utcnow()
-    return list(IngestionState.objects.filter(pair_id__in=wanted_pair_ids())
-                .filter(Q(lease_owner="") | Q(lease_until__lt=now)).values_list("pair_id", flat=True))
+    if not IngestionWorker.objects.filter(owner=owner).update(seen_at=now):
+        IngestionWorker.objects.get_or_create(owner=owner, defaults={"seen_at": now})
+    period = timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
+    if random.random() < 0.01:
+        IngestionWorker.objects.filter(seen_at__lt=now - 10 * period).delete()
+    return frozenset(IngestionWorker.objects.filter(seen_at__gte=now - period).values_list("owner", flat=True)) | {owner}
+
+
+def worker_leave(*, owner: str) -> None:
+    leases_release(owner=owner)
+    IngestionWorker.objects.filter(owner=owner).delete()
+
+
+def fair_share(wanted: int, workers: int) -> int:
+    """The most pairs one of `workers` processes holds: the wanted pairs spread evenly."""
+    return -(-wanted // max(workers, 1))
+
+
+def leases_claim(*, owner: str, alive: frozenset[str], wanted: list[int]) -> list[int]:
+    """This process's pairs for the next tick: it renews its leases, takes free or expired
+    ones up to its fair share, and asks the processes above their share to hand pairs over
+    (the owner hands one over in the commit that brings its cursor to where this process's
+    own feed of the pair is complete: `PairIngestor.advance`). Returns the pairs it owns."""
+    share = fair_share(len(wanted), len(alive))
+    wanted_set = set(wanted)
+    rows = list(IngestionState.objects.filter(pair_id__in=wanted).values_list(
+        "pair_id", "lease_owner", "lease_until", "handover_to"))
+    now = clock.utcnow()
+    mine = [pair_id for pair_id, lease_owner, _, _ in rows if lease_owner == owner]
+    asked = [pair_id for pair_id, lease_owner, _, handover_to in rows if handover_to == owner and lease_owner != owner]
+    free = [pair_id for pair_id, lease_owner, until, _ in rows
+            if lease_owner != owner and (not lease_owner or until is None or until < now or lease_owner not in alive)]
+    need = share - len(mine)
+    random.shuffle(free)  # processes taking free pairs at once mostly pick different ones
+    candidates = mine + free[:max(need, 0)]
+    owned = leases_acquire(owner=owner, pair_ids=candidates)
+    need = share - len(owned)
+    if need > len(asked):
+        held: dict[str, list[int]] = {}
+        for pair_id, lease_owner, until, handover_to in rows:
+            if lease_owner and lease_owner != owner and lease_owner in alive and not handover_to and pair_id in wanted_set:
+                held.setdefault(lease_owner, []).append(pair_id)
+        ask = []
+        for other, pairs in sorted(held.items(), key=lambda item: -len(item[1])):
+            surplus = len(pairs) - share
+            if surplus > 0:
+                ask.extend(sorted(pairs)[-surplus:])
+        ask = ask[:need - len(asked)]
+        if ask:
+            IngestionState.objects.filter(pair_id__in=ask, handover_to="").exclude(lease_owner=owner).update(
+                handover_to=owner, handover_ready_ms=None)
+    elif need < len(asked):  # more asked than this process may still take (another one joined)
+        IngestionState.objects.filter(pair_id__in=asked[:len(asked) - max(need, 0)], handover_to=owner).update(
+            handover_to="", handover_ready_ms=None)
+    return owned
+
+
+def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
+    """For each pair handed to this process: start listening (a live feed is opened now, so
+    it holds every event the owner's last step leaves unread) and tell the owner from when
+    it may hand over: at once for a source that can replay its past, once the feed is live
+    for an exchange feed."""
+    waiting = list(IngestionState.objects.filter(handover_to=owner, handover_ready_ms__isnull=True)
+                   .values_list("pair_id", flat=True))
+    for pair_id in waiting:
+        pair = pairs.get(pair_id)
+        if pair is None:
+            pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
+        source = source_for(pair)
+        ready_ms = 0
+        if getattr(source, "live", False):
+            ready_ms = source.complete_from_ms(pair_ref(pair))
+            if ready_ms is None:
+                continue
+        IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(handover_ready_ms=ready_ms)
+
+
+def pairs_without_a_worker() -> int:
+    now = clock.utcnow()
+    return IngestionState.objects.filter(pair_id__in=wanted_pair_ids()).filter(
+        Q(lease_owner="") | Q(lease_until__lt=now)).count()
 
 
 def record_failure(pair_id: int, exc: BaseException, *, fatal: bool = False) -> None:
@@ -363,46 +577,49 @@ def record_failure(pair_id: int, exc: BaseException, *, fatal: bool = False) -> 
         last_error=f"{type(exc).__name__}: {exc}"[:2000], last_error_at=clock.utcnow(), fatal=fatal)
 
 
-def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | None = None,
-             lifetime_seconds: float | None = None, tick_seconds: float = 1.0) -> list[int]:
-    """Own the given pairs (None: every wanted pair) and ingest them every tick until the
-    lifetime ends or `stop` is set. Returns the pairs owned at the end; releases the leases
-    on the way out. A task that owns none of its pairs for a lease period gives up: another
-    worker has them."""
-    deadline = time.monotonic() + lifetime_seconds if lifetime_seconds else None
+def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: float = 1.0,
+             join_seconds: float = 0.0) -> None:
+    """The ingestion loop of one process, until `stop` is set: every tick it says it runs,
+    holds its fair share of the wanted pairs (leases_claim) and ingests them all in one
+    tick (ingest_tick). On the way out it releases its leases and leaves, so the other
+    processes take its pairs over at once."""
     ingestors: dict[int, PairIngestor] = {}
-    owned: list[int] = []
-    idle_since = time.monotonic()
+    pairs: dict[int, Pair] = {}
     announced: dict[int, str] = {}
     next_announce = 0.0
+    if join_seconds:  # processes started together see each other before they share the pairs out
+        close_old_connections()
+        try:
+            worker_heartbeat(owner=owner)
+        except Exception:
+            logger.exception("Could not announce the ingestion process")
+        finally:
+            close_old_connections()
+        (stop or threading.Event()).wait(join_seconds)
     try:
-        while not (stop and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
+        while not (stop and stop.is_set()):
             started = time.monotonic()
             close_old_connections()
             try:
                 retire_unwanted()
-                wanted = wanted_pair_ids()
-                candidates = wanted if pair_ids is None else [p for p in pair_ids if p in set(wanted)]
-                owned = leases_acquire(owner=owner, pair_ids=candidates)
-                if owned or pair_ids is None:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since > settings.INGESTION_LEASE_SECONDS:
-                    break
-                until = clock.now_ms() - settings.INGESTION_LAG_MS
+                alive = worker_heartbeat(owner=owner)
+                owned = leases_claim(owner=owner, alive=alive, wanted=wanted_pair_ids())
+                handovers_prepare(owner=owner, pairs=pairs)
                 for pair_id in owned:
-                    ingestor = ingestors.get(pair_id)
-                    if ingestor is None:
-                        pair = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
-                        ingestor = ingestors[pair_id] = PairIngestor(pair, owner)
-                    try:
-                        ingestor.step(until)
-                    except LeaseLost:
-                        ingestors.pop(pair_id, None)
-                    except Exception as exc:
-                        logger.exception("Ingestion step failed for pair %s", pair_id)
-                        record_failure(pair_id, exc, fatal=_is_fatal(exc))
+                    if pair_id not in ingestors:
+                        pair = pairs.get(pair_id)
+                        if pair is None:
+                            pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
+                        ingestors[pair_id] = PairIngestor(pair, owner)
                 for gone in set(ingestors) - set(owned):
                     ingestors.pop(gone)
+                outcome = ingest_tick([ingestors[p] for p in owned], clock.now_ms() - settings.INGESTION_LAG_MS,
+                                      alive=alive)
+                for pair_id in outcome.lost | outcome.handed_over:
+                    ingestors.pop(pair_id, None)
+                for pair_id, exc in outcome.failed.items():
+                    logger.error("Ingestion step failed for pair %s", pair_id, exc_info=exc)
+                    record_failure(pair_id, exc, fatal=_is_fatal(exc))
                 if time.monotonic() >= next_announce:
                     next_announce = time.monotonic() + settings.INGESTION_STATUS_EVERY_SECONDS
                     announce_state_changes(ingestors, announced)
@@ -410,18 +627,16 @@ def run_loop(*, owner: str, pair_ids: list[int] | None, stop: threading.Event | 
                 logger.exception("Ingestion loop iteration failed; retrying")
             finally:
                 close_old_connections()
-            elapsed = time.monotonic() - started
-            wait = max(tick_seconds - elapsed, 0.05)
+            wait = max(tick_seconds - (time.monotonic() - started), 0.05)
             if stop:
                 stop.wait(wait)
             else:
                 time.sleep(wait)
     finally:
         try:
-            leases_release(owner=owner)
+            worker_leave(owner=owner)
         finally:
             close_old_connections()
-    return owned
 
 
 def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:
@@ -459,7 +674,7 @@ class EmbeddedIngestion:
             cls._stop.clear()
             owner = new_owner_id("embedded")
             cls._thread = threading.Thread(target=run_loop, name="ingestion", daemon=True,
-                                           kwargs={"owner": owner, "pair_ids": None, "stop": cls._stop})
+                                           kwargs={"owner": owner, "stop": cls._stop})
             cls._thread.start()
 
     @classmethod

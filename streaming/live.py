@@ -22,19 +22,31 @@ def live_bar_key(pair_id: int) -> str:
 
 
 def publish_bars(*, pair, bars) -> None:
+    publish_bars_many([(pair, bars)])
+
+
+def publish_bars_many(bars_by_pair) -> None:
     """Every committed bar, catch-ups after downtime included, so an open stream has no gap
-    and a resumed one receives exactly what it would have. One event per commit, whatever
-    its number of bars: a listener's queue holds a bounded number of events, and a burst of
-    bars from the server must not read as a slow client."""
-    if not bars:
+    and a resumed one receives exactly what it would have. One event per pair and commit,
+    whatever its number of bars: a listener's queue holds a bounded number of events, and a
+    burst of bars from the server must not read as a slow client. The pairs of an ingestion
+    tick go out together: one cache write and one publish round trip for all of them."""
+    bars_by_pair = [(pair, bars) for pair, bars in bars_by_pair if bars]
+    if not bars_by_pair:
         return
     try:
-        cache.set(live_bar_key(pair.pk), bars[-1], timeout=LIVE_BAR_SECONDS)
+        cache.set_many({live_bar_key(pair.pk): bars[-1] for pair, bars in bars_by_pair}, timeout=LIVE_BAR_SECONDS)
     except Exception:  # the live view catches up on the next bar
-        logger.warning("Could not store the live bar of pair %s", pair.pk, exc_info=True)
-    supply = pair.base.circulating_supply
-    rows = [snapshot.row(bar, ALL_METRICS, supply, pair.rounding) for bar in bars]
-    _safely(hub.pair_channel(pair.pk), "bars", {"rows": rows})
+        logger.warning("Could not store the live bars of %d pairs", len(bars_by_pair), exc_info=True)
+    events = []
+    for pair, bars in bars_by_pair:
+        supply = pair.base.circulating_supply
+        rows = [snapshot.row(bar, ALL_METRICS, supply, pair.rounding) for bar in bars]
+        events.append((hub.pair_channel(pair.pk), "bars", {"rows": rows}))
+    try:
+        hub.publish_many(events)
+    except Exception:
+        logger.warning("Could not publish the bars of %d pairs", len(events), exc_info=True)
 
 
 def publish_scheme_events(*, pair_id: int, events: list[dict]) -> None:

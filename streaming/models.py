@@ -24,6 +24,13 @@ class IngestionState(models.Model):
     quote_seen_ms = models.BigIntegerField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
+    handover_to = models.CharField(
+        max_length=100, blank=True,
+        help_text="An ingestion process below its fair share asked for this pair; the owner hands it over "
+                  "once its cursor reaches handover_ready_ms")
+    handover_ready_ms = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The taker holds every event from this time on (its own feed is live): the owner may hand over")
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     fatal = models.BooleanField(default=False, help_text="The source refused the pair; needs staff")
@@ -39,10 +46,25 @@ class IngestionState(models.Model):
                                    name="ingestion_cursor_nonnegative"),
             models.CheckConstraint(condition=Q(lease_owner="") | Q(lease_until__isnull=False),
                                    name="ingestion_lease_has_expiry"),
+            models.CheckConstraint(condition=Q(handover_to="") | ~Q(handover_to=models.F("lease_owner")),
+                                   name="ingestion_handover_to_another"),
         ]
 
     def __str__(self) -> str:
         return f"ingestion of {self.pair_id}"
+
+
+class IngestionWorker(models.Model):
+    """An ingestion process that is running: its heartbeat, every loop. The wanted pairs are
+    shared evenly among the processes seen within INGESTION_LEASE_SECONDS (each takes its
+    fair share of the leases, and asks an owner above its share to hand pairs over)."""
+
+    owner = models.CharField(max_length=100, unique=True, help_text="The lease owner id of the process")
+    started_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.owner
 
 
 class BookCheckpoint(PairCheckpoint):

@@ -1,18 +1,36 @@
-"""Celery tasks: thin wrappers around streaming.ingestion."""
+"""Celery: every worker process runs one ingestion loop (streaming.ingestion.run_loop)
+from its start to its shutdown, holding its fair share of the wanted pairs; beat retires
+pairs nobody wants any more. Tasks here are thin wrappers around streaming.ingestion."""
 
+import logging
 import threading
 
 from celery import shared_task
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 
 from . import ingestion
 
-# Set when this worker begins its shutdown (SIGTERM of a deploy, Ctrl-C): the ingestion
-# loops running in its threads stop at once instead of holding their pairs for the rest of
-# their lifetime, which a warm shutdown would wait out. The worker runs the threads pool
-# (Procfile): with a process pool the tasks would not be in the process that gets the signal.
+logger = logging.getLogger(__name__)
+
+# Set when this worker begins its shutdown (SIGTERM of a deploy, Ctrl-C): its ingestion
+# loop stops at once, releases its leases and leaves, so the other processes take its pairs
+# within a tick instead of when the leases lapse. The worker runs the threads pool
+# (Procfile): the loop lives in the process that gets the signal.
 worker_stopping = threading.Event()
+_loop: threading.Thread | None = None
+
+
+@worker_ready.connect
+def _start_ingestion(**_kwargs) -> None:
+    global _loop
+    if not settings.INGESTION_IN_WORKERS:
+        return
+    worker_stopping.clear()
+    _loop = threading.Thread(target=ingestion.run_loop, name="ingestion", daemon=True, kwargs={
+        "owner": ingestion.new_owner_id("celery"), "stop": worker_stopping,
+        "join_seconds": settings.INGESTION_JOIN_SECONDS})
+    _loop.start()
 
 
 @worker_shutting_down.connect
@@ -20,28 +38,19 @@ def _stop_ingestion(**_kwargs) -> None:
     worker_stopping.set()
 
 
-@shared_task(name="streaming.ingest_pairs", ignore_result=True)
-def ingest_pairs(pair_ids: list[int]) -> None:
-    """Own these pairs for one lifetime (or until this worker shuts down), then hand them
-    to a fresh task if still wanted: on a shutdown it runs on another worker."""
-    owner = ingestion.new_owner_id("celery")
-    owned = ingestion.run_loop(owner=owner, pair_ids=pair_ids, stop=worker_stopping,
-                               lifetime_seconds=settings.INGESTION_TASK_LIFETIME_SECONDS)
-    wanted = set(ingestion.wanted_pair_ids())
-    # shutting down, the pairs it was given go on (a task that arrived during the shutdown
-    # owned none); a pair that another worker holds keeps its owner, the copy gives up
-    handed_on = pair_ids if worker_stopping.is_set() else owned
-    still_wanted = [p for p in handed_on if p in wanted]
-    if still_wanted:
-        ingest_pairs.delay(still_wanted)
+@worker_shutdown.connect
+def _wait_for_ingestion(**_kwargs) -> None:
+    """The loop's last tick commits and its leases are released before the process exits."""
+    worker_stopping.set()
+    if _loop is not None:
+        _loop.join(timeout=15)
+        if _loop.is_alive():
+            logger.warning("The ingestion loop did not stop within 15 s")
 
 
 @shared_task(name="streaming.supervise_ingestion", ignore_result=True)
 def supervise_ingestion() -> int:
-    """Re-queue every wanted pair whose lease ran out (its worker died or was never started)."""
+    """Pairs whose grace period ended stop being wanted; returns how many wanted pairs no
+    running process holds (the processes' loops take them within a tick)."""
     ingestion.retire_unwanted()
-    orphans = ingestion.pairs_needing_a_worker()
-    size = settings.INGESTION_PAIRS_PER_TASK
-    for first in range(0, len(orphans), size):
-        ingest_pairs.delay(orphans[first:first + size])
-    return len(orphans)
+    return ingestion.pairs_without_a_worker()

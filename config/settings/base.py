@@ -268,13 +268,16 @@ INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=True)
 INGESTION_LAG_MS = env.int("INGESTION_LAG_MS", default=1000)
 INGESTION_MAX_WINDOW_MS = env.int("INGESTION_MAX_WINDOW_MS", default=120_000)
 INGESTION_LEASE_SECONDS = env.int("INGESTION_LEASE_SECONDS", default=30)
-INGESTION_TASK_LIFETIME_SECONDS = env.int("INGESTION_TASK_LIFETIME_SECONDS", default=300)
 INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
 # Of the backfill, the last minutes are built from events (second bars); the rest, where
 # the source can synthesise history, as minute bars.
 INGESTION_EVENT_BACKFILL_MINUTES = env.int("INGESTION_EVENT_BACKFILL_MINUTES", default=10)
 INGESTION_GRACE_SECONDS = env.int("INGESTION_GRACE_SECONDS", default=300)
-INGESTION_PAIRS_PER_TASK = env.int("INGESTION_PAIRS_PER_TASK", default=8)
+# Every Celery worker process runs an ingestion loop holding its fair share of the pairs
+# (false: a worker for the other tasks only); a starting one waits this long for the others
+# started with it, so they share the pairs out without handing them over at once.
+INGESTION_IN_WORKERS = env.bool("INGESTION_IN_WORKERS", default=True)
+INGESTION_JOIN_SECONDS = env.float("INGESTION_JOIN_SECONDS", default=2.0)
 INGESTION_STATUS_EVERY_SECONDS = env.int("INGESTION_STATUS_EVERY_SECONDS", default=10)
 # The bar builder's book is checkpointed with the cursor this often: a restarted worker
 # restores it and replays the events since, instead of trusting a snapshot to be near.

@@ -66,7 +66,7 @@ def test_a_worker_killed_mid_step_neither_loses_nor_repeats_scheme_events(detect
 
     def until_the_crash():
         run_steps(first, T0, T0 + 238_000)  # checkpoints every 14 s from 7 s: the last at 231 s
-        with mock.patch("streaming.ingestion.bars_write", side_effect=RuntimeError("worker killed")):
+        with mock.patch("streaming.ingestion.bars_write_many", side_effect=RuntimeError("worker killed")):
             with pytest.raises(RuntimeError):
                 first.step(T0 + 270_000)
 

@@ -62,7 +62,7 @@ def test_steps_in_any_split_equal_one_pass(btc, state):
 def test_a_crash_mid_step_loses_and_repeats_nothing(btc, state):
     ingestor = PairIngestor(btc)
     ingestor.step(T0 + 20_000)
-    with mock.patch("streaming.ingestion.bars_write", side_effect=RuntimeError("worker killed")):
+    with mock.patch("streaming.ingestion.bars_write_many", side_effect=RuntimeError("worker killed")):
         with pytest.raises(RuntimeError):
             ingestor.step(T0 + 50_000)
     assert IngestionState.objects.get(pair=btc).cursor_ms == T0 + 20_000
@@ -116,7 +116,7 @@ def test_bars_are_published_live_after_their_commit(btc, state, django_capture_o
     from streaming import live
 
     seen = []
-    monkeypatch.setattr(live, "publish_bars", lambda *, pair, bars: seen.append(len(bars)))
+    monkeypatch.setattr(live, "publish_bars_many", lambda items: seen.extend(len(bars) for _, bars in items))
     with django_capture_on_commit_callbacks(execute=True):
         PairIngestor(btc).step(T0 + 5_000)
         assert seen == []
