@@ -11,6 +11,8 @@ BACKLOG ?= 1024
 # daphne processes of the full mode's web server, one per core (config/serve.py). The
 # embedded mode serves with one: that process also runs the ingestion.
 WEB_PROCESSES ?= 2
+# Celery worker processes of the full mode, each running one ingestion loop: one per core.
+INGEST_PROCESSES ?= $(shell nproc 2>/dev/null || echo 2)
 SERVE = $(BIN)/python -m config.serve --host $(HOST) --port $(PORT) --backlog $(BACKLOG)
 
 .PHONY: install run run-full run-recorded test bench check migrate clean
@@ -39,8 +41,8 @@ run-full: install
 	@mkdir -p var
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
-	@echo "  Serving on http://$(HOST):$(PORT)/ with a Celery worker and beat (Ctrl-C stops all three)"
-	HOST=$(HOST) PORT=$(PORT) BACKLOG=$(BACKLOG) WEB_PROCESSES=$(WEB_PROCESSES) $(BIN)/honcho start -f Procfile
+	@echo "  Serving on http://$(HOST):$(PORT)/ with $(INGEST_PROCESSES) Celery workers (ingestion) and beat (Ctrl-C stops them all)"
+	HOST=$(HOST) PORT=$(PORT) BACKLOG=$(BACKLOG) WEB_PROCESSES=$(WEB_PROCESSES) $(BIN)/honcho start -f Procfile -c worker=$(INGEST_PROCESSES)
 
 # The demo served from real recorded Binance traffic (data/realdata), played in a loop.
 RECORDINGS := var/recordings/binance

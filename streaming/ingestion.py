@@ -355,7 +355,11 @@ def ingest_tick(ingestors: list[PairIngestor], until_ms: int, *, alive: frozense
             raise
         logger.warning("A tick of %d pairs failed to write; stepping them one by one", len(ready), exc_info=True)
         for ingestor in ready:
-            alone = ingest_tick([ingestor], until_ms, alive=alive)
+            try:
+                alone = ingest_tick([ingestor], until_ms, alive=alive)
+            except Exception as exc:
+                outcome.failed[ingestor.pair.pk] = exc
+                continue
             outcome.results.update(alone.results)
             outcome.lost |= alone.lost
             outcome.failed.update(alone.failed)

@@ -1,0 +1,147 @@
+"""The processes share the wanted pairs evenly through the leases: each holds its fair share,
+a joining process gets pairs handed over at a commit, a process that left or died loses its
+pairs to the others, and across every move each second is stored once."""
+
+from unittest import mock
+
+import pytest
+from django.conf import settings
+
+from config import clock
+from market.models import SecondBar
+from streaming import ingestion
+from streaming.ingestion import (PairIngestor, fair_share, handovers_prepare, ingest_tick, ingestion_want,
+                                 leases_claim, worker_heartbeat, worker_leave)
+from streaming.models import IngestionState, IngestionWorker
+from tests.integration.workers import assert_second_bars_are_the_simulators
+
+T0 = 1_763_640_000_000  # a minute boundary
+
+
+@pytest.fixture
+def pairs(catalog, settings):
+    settings.INGESTION_MAX_WINDOW_MS = 60_000
+    wanted = sorted(catalog.values(), key=lambda pair: pair.pk)[:12]
+    for pair in wanted:
+        ingestion_want(pair=pair)
+    IngestionState.objects.update(cursor_ms=T0, coverage_from_ms=T0)
+    return wanted
+
+
+def owners() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for owner in IngestionState.objects.exclude(lease_owner="").values_list("lease_owner", flat=True):
+        counts[owner] = counts.get(owner, 0) + 1
+    return counts
+
+
+def claim(owner: str) -> list[int]:
+    return leases_claim(owner=owner, alive=worker_heartbeat(owner=owner), wanted=ingestion.wanted_pair_ids())
+
+
+def tick(owner: str, ingestors: dict[int, PairIngestor], until_ms: int) -> ingestion.TickOutcome:
+    owned = claim(owner)
+    for pair_id in owned:
+        ingestors.setdefault(pair_id, PairIngestor(ingestion.Pair.objects.get(pk=pair_id), owner))
+    outcome = ingest_tick([ingestors[p] for p in owned], until_ms, alive=worker_heartbeat(owner=owner))
+    for pair_id in outcome.lost | outcome.handed_over:
+        ingestors.pop(pair_id, None)
+    return outcome
+
+
+def test_the_fair_share_is_the_pairs_divided_by_the_processes_rounded_up():
+    assert [fair_share(100, n) for n in (1, 2, 3, 7)] == [100, 50, 34, 15]
+    assert fair_share(0, 3) == 0 and fair_share(5, 0) == 5
+
+
+def test_two_processes_split_the_wanted_pairs_evenly(pairs):
+    worker_heartbeat(owner="A"), worker_heartbeat(owner="B")
+    assert len(claim("A")) == 6 and len(claim("B")) == 6
+    assert owners() == {"A": 6, "B": 6}
+    assert len(claim("A")) == 6  # renewing takes no more
+
+
+def test_a_joining_process_has_its_share_handed_over_at_a_commit_and_no_second_is_lost_or_doubled(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 5_000)
+    assert owners() == {"A": 12}
+    worker_heartbeat(owner="B")
+    assert claim("B") == []  # nothing free: it asks A, above its share now, for six
+    asked = set(IngestionState.objects.filter(handover_to="B").values_list("pair_id", flat=True))
+    assert len(asked) == 6
+    handovers_prepare(owner="B", pairs={})  # a simulated source replays its past: ready at once
+    outcome = tick("A", a, T0 + 9_000)  # A's commit moves the leases with its cursor
+    assert outcome.handed_over == asked and owners() == {"A": 6, "B": 6}
+    b: dict[int, PairIngestor] = {}
+    tick("B", b, T0 + 14_000), tick("A", a, T0 + 14_000)
+    assert set(b) == asked and not set(a) & asked
+    for pair in pairs:
+        assert_second_bars_are_the_simulators(pair, T0, T0 + 14_000, str(pair))
+
+
+def test_the_pairs_of_a_process_that_left_are_taken_by_the_others(pairs):
+    worker_heartbeat(owner="A"), worker_heartbeat(owner="B")
+    claim("A"), claim("B")
+    worker_leave(owner="B")
+    assert not IngestionWorker.objects.filter(owner="B").exists()
+    assert len(claim("A")) == 12
+
+
+def test_the_pairs_of_a_process_that_died_are_taken_once_its_leases_lapse(pairs, settings):
+    worker_heartbeat(owner="A"), worker_heartbeat(owner="B")
+    claim("A"), claim("B")
+    assert len(claim("A")) == 6  # B's leases still run
+    lapsed = clock.utcnow() - ingestion.timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
+    IngestionWorker.objects.filter(owner="B").update(seen_at=lapsed)
+    IngestionState.objects.filter(lease_owner="B").update(lease_until=lapsed)
+    assert len(claim("A")) == 12
+
+
+def test_a_handover_to_a_process_that_is_gone_is_withdrawn(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    assert IngestionState.objects.filter(handover_to="B").count() == 6
+    worker_leave(owner="B")
+    assert IngestionState.objects.filter(handover_to="B").count() == 0
+    tick("A", a, T0 + 6_000)
+    assert owners() == {"A": 12}
+
+
+def test_a_live_pair_is_handed_over_only_once_the_takers_feed_is_complete(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    live_source = mock.Mock(live=True)
+    live_source.complete_from_ms.return_value = None  # not synced yet
+    with mock.patch.object(ingestion, "source_for", return_value=live_source):
+        handovers_prepare(owner="B", pairs={})
+    assert IngestionState.objects.filter(handover_to="B", handover_ready_ms__isnull=True).count() == 6
+    assert tick("A", a, T0 + 6_000).handed_over == set()
+    live_source.complete_from_ms.return_value = T0 + 8_000
+    with mock.patch.object(ingestion, "source_for", return_value=live_source):
+        handovers_prepare(owner="B", pairs={})
+    assert tick("A", a, T0 + 7_000).handed_over == set()  # A's cursor is not there yet
+    assert len(tick("A", a, T0 + 8_000).handed_over) == 6
+
+
+def test_a_tick_that_fails_to_write_is_retried_pair_by_pair_so_one_bad_pair_costs_only_itself(pairs):
+    bad = pairs[0]
+    write = ingestion.bars_write_many
+
+    def failing(*, granularity, bars_by_pair):
+        if any(pair.pk == bad.pk for pair, _ in bars_by_pair):
+            raise RuntimeError("a bar the database refuses")
+        write(granularity=granularity, bars_by_pair=bars_by_pair)
+
+    a: dict[int, PairIngestor] = {}
+    with mock.patch.object(ingestion, "bars_write_many", side_effect=failing):
+        outcome = tick("A", a, T0 + 4_000)
+    assert set(outcome.failed) == {bad.pk}
+    assert len(outcome.results) == 11
+    assert not SecondBar.objects.filter(pair=bad).exists()
+    assert IngestionState.objects.get(pair=bad).cursor_ms == T0
+    outcome = tick("A", a, T0 + 6_000)  # the pair catches up once its write succeeds
+    assert not outcome.failed
+    for pair in pairs:
+        assert_second_bars_are_the_simulators(pair, T0, T0 + 6_000, str(pair))
