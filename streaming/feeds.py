@@ -60,6 +60,12 @@ class PairFeed:
         self.lag_ms = lag_ms
         self._lock = threading.Lock()
         self._events: list[tuple] = []  # (ts_ms, arrival, event), in arrival order
+        # Where the next window's scan may start: every event before this index has a time
+        # before `_scanned_to_ms` (read already), since later arrivals are never earlier
+        # than the seconds read (they move past them). A step reads only the last seconds,
+        # not the whole buffer kept since the book checkpoint.
+        self._scan_from = 0
+        self._scanned_to_ms = 0
         self.closed_ms = 0
         self._arrival = 0
         self._offsets: deque[int] = deque(maxlen=self.OFFSET_SAMPLES)  # wall - exchange ms
@@ -139,7 +145,15 @@ class PairFeed:
             if self.fatal is not None:
                 raise self.fatal
             self.closed_ms = max(self.closed_ms, end_ms)
-            picked = [item for item in self._events if start_ms <= item[0] < end_ms]
+            events = self._events
+            first = self._scan_from if start_ms >= self._scanned_to_ms else 0
+            picked = [item for item in events[first:] if start_ms <= item[0] < end_ms] if first else \
+                [item for item in events if start_ms <= item[0] < end_ms]
+            if end_ms >= self._scanned_to_ms:
+                later = first
+                while later < len(events) and events[later][0] < end_ms:
+                    later += 1
+                self._scan_from, self._scanned_to_ms = later, end_ms
         picked.sort(key=lambda item: (item[0], item[1]))
         return [item[2] for item in picked]
 
@@ -147,6 +161,7 @@ class PairFeed:
         """Forget the events a book checkpoint at ts_ms made unnecessary."""
         with self._lock:
             self._events = [item for item in self._events if item[0] >= ts_ms]
+            self._scan_from = 0
             if self.covers_from_ms is not None:
                 self.covers_from_ms = max(self.covers_from_ms, ts_ms)
 
