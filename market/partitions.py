@@ -5,8 +5,8 @@ partitioned by time"). A partitioned model names its span and its partition key:
     partition_key = "ts_ms"                        # an epoch-ms column
 
 Partitions are named <table>_p<YYYYMMDD | YYYYMM | YYYY> and hold [start, end) of the
-partition key. They are made ahead (migrate, and the beat task `market.partitions_upkeep`)
-and, before any write that needs one, on demand (`partitions_ensure`), so a write never
+partition key. They are made ahead (migrate, and the beat tasks
+`market.bar_partitions_upkeep` and `schemes.event_partitions_upkeep`) and, before any write that needs one, on demand (`partitions_ensure`), so a write never
 fails for a missing partition; retention drops whole partitions (`partitions_drop_before`).
 On SQLite the tables are plain and every function here does nothing."""
 
@@ -55,15 +55,6 @@ def partition_name(table: str, start_ms: int, span: str) -> str:
     return f"{table}_p{datetime.fromtimestamp(start_ms / 1000, tz=timezone.utc):{_SUFFIX_FORMAT[span]}}"
 
 
-def _starts(from_ms: int, to_ms: int, span: str) -> list[int]:
-    """Starts of the spans meeting [from_ms, to_ms]."""
-    starts, start = [], span_bounds(from_ms, span)[0]
-    while start <= to_ms:
-        starts.append(start)
-        start = span_bounds(start, span)[1]
-    return starts
-
-
 def _existing(table: str) -> dict[int, str]:
     """The table's partitions, by start (bounds read from the catalog, not from names)."""
     with connection.cursor() as cursor:
@@ -97,7 +88,8 @@ def table_partitions_ensure(table: str, span: str, keys) -> None:
     if not partitioned():
         return
     known = _known.setdefault(table, set())
-    wanted = {span_bounds(key, span)[0] for key in keys}
+    days = {key - key % DAY_MS for key in keys}  # UTC days: epoch time has no leap seconds
+    wanted = days if span == "day" else {span_bounds(day, span)[0] for day in days}
     missing = [start for start in wanted if start not in known or not _trusted(start, span)]
     if not missing:
         return
@@ -119,9 +111,24 @@ def _create(table: str, start_ms: int, span: str) -> None:
                        f"FOR VALUES FROM ({start_ms}) TO ({end_ms})")
 
 
+# Making or dropping a partition locks its parent table against every reader until the
+# transaction ends; a beat task waits at most this long behind a long read, then fails and
+# runs again within the hour (writes make what they need themselves).
+UPKEEP_LOCK_TIMEOUT = "5s"
+
+
+def _upkeep_lock_timeout() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = '{UPKEEP_LOCK_TIMEOUT}'")
+
+
 def partitions_ahead(model, *, now_ms: int, days: int = DAYS_AHEAD) -> None:
-    """Partitions from now to `days` ahead (migrate and the beat task)."""
-    partitions_ensure(model, range(now_ms, now_ms + (days + 1) * DAY_MS, DAY_MS))
+    """Partitions from now to `days` ahead (the beat task)."""
+    if not partitioned():
+        return
+    with transaction.atomic():
+        _upkeep_lock_timeout()
+        partitions_ensure(model, range(now_ms, now_ms + (days + 1) * DAY_MS, DAY_MS))
 
 
 _WIDTH = {"bigint": 8, "double precision": 8, "integer": 4, "smallint": 2}  # others (text, json) vary: last
@@ -157,11 +164,9 @@ def table_rebuild_partitioned(schema_editor, model, *, key: str, span: str, prim
         cursor.execute(f"CREATE TABLE {quote(table)} (\n  {body}\n) PARTITION BY RANGE ({quote(key)})")
         for index in model._meta.indexes:
             cursor.execute(str(index.create_sql(model, schema_editor)))
-        cursor.execute(f"SELECT MIN({quote(key)}), MAX({quote(key)}) FROM {quote(old)}")
-        low, high = cursor.fetchone()
+        cursor.execute(f"SELECT DISTINCT {quote(key)} - {quote(key)} % {DAY_MS} FROM {quote(old)}")
+        table_partitions_ensure(table, span, [day for (day,) in cursor.fetchall()])  # only spans holding rows
         now_ms = clock.now_ms()
-        if low is not None:
-            table_partitions_ensure(table, span, [start for start in _starts(low, high, span)])
         table_partitions_ensure(table, span, range(now_ms, now_ms + (DAYS_AHEAD + 1) * DAY_MS, DAY_MS))
         names = ", ".join(quote(f.column) for f in fields)
         cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {quote(old)}")
@@ -179,7 +184,8 @@ def partitions_drop_before(model, *, cutoff_ms: int, now_ms: int, unless_newer_t
     table, span = model._meta.db_table, model.partition_span
     quote = connection.ops.quote_name
     dropped = []
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        _upkeep_lock_timeout()
         # rows written earlier in this transaction have their foreign-key checks pending
         # (deferred), and a table with pending checks cannot be dropped: run them now
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
