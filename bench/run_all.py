@@ -28,6 +28,7 @@ BENCHES = [
     ("bench_replay", {}),
     ("bench_series", {**FULL, "BENCH_CLIENTS": "32"}),  # issue 20: wrk, 32 connections
     ("bench_snapshot", FULL),
+    ("bench_bar_storage", FULL),
     ("bench_sse", FULL),
     ("bench_processes", {**FULL, "BENCH_CLIENTS": "32"}),
 ]

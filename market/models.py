@@ -133,9 +133,15 @@ class PairCheckpoint(models.Model):
 
 
 class BarFields(models.Model):
-    """The mergeable aggregates of market.bars.Bar, per pair and bar start (epoch ms)."""
+    """The mergeable aggregates of market.bars.Bar, per pair and bar start (epoch ms).
 
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+")
+    The primary key is (pair, ts_ms): one index serves the upsert, every read (a pair's
+    bars in time order) and the uniqueness; there is no id column. In PostgreSQL each bar
+    table is partitioned by ts_ms (`partition_span`, market/partitions.py) and its columns
+    are laid out widest first, so no byte goes to alignment padding (migration 0004)."""
+
+    pk = models.CompositePrimaryKey("pair", "ts_ms")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+", db_index=False)
     ts_ms = models.BigIntegerField()
     trade_count = models.IntegerField(default=0)
     open = models.FloatField(null=True)
@@ -162,30 +168,26 @@ class BarFields(models.Model):
     spread_bps_min = models.FloatField(null=True)
     spread_bps_max = models.FloatField(null=True)
 
+    partition_key = "ts_ms"
+
     class Meta:
         abstract = True
 
 
-def _bar_meta(name: str):
-    return type("Meta", (), {
-        "constraints": [models.UniqueConstraint(fields=["pair", "ts_ms"], name=f"{name}_pair_ts")],
-    })
-
-
 class SecondBar(BarFields):
-    Meta = _bar_meta("secondbar")
+    partition_span = "day"  # retention drops a day at a time
 
 
 class MinuteBar(BarFields):
-    Meta = _bar_meta("minutebar")
+    partition_span = "day"
 
 
 class HourBar(BarFields):
-    Meta = _bar_meta("hourbar")
+    partition_span = "month"  # kept forever: a month of hours is the common chart, one or two partitions
 
 
 class DayBar(BarFields):
-    Meta = _bar_meta("daybar")
+    partition_span = "year"
 
 
 BAR_MODELS = {"second": SecondBar, "minute": MinuteBar, "hour": HourBar, "day": DayBar}

@@ -7,13 +7,14 @@ import os
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from .bars import BAR_FIELDS, GRANULARITY_MS, Bar, floor_ms, merge
 from .models import BAR_MODELS, Asset, Exchange, Pair
+from .partitions import partitioned, partitions_ahead, partitions_drop_before, partitions_ensure
 
 logger = logging.getLogger(__name__)
 
@@ -21,41 +22,64 @@ ROLL_UPS = (("second", "minute"), ("minute", "hour"), ("hour", "day"))
 _UPDATE_FIELDS = [f for f in BAR_FIELDS if f != "ts_ms"]
 
 
-def _upsert(granularity: str, pair: Pair, bars: Iterable[Bar]) -> None:
+def _upsert(granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
+    """One multi-row upsert of every pair's bars (after making the partitions they fall in)."""
     model = BAR_MODELS[granularity]
-    rows = [model(pair=pair, **{f: getattr(bar, f) for f in BAR_FIELDS}) for bar in bars]
+    rows = [model(pair=pair, **{f: getattr(bar, f) for f in BAR_FIELDS}) for pair, bars in bars_by_pair for bar in bars]
     if rows:
+        partitions_ensure(model, {row.ts_ms for row in rows})
         model.objects.bulk_create(rows, batch_size=2000, update_conflicts=True,
                                   unique_fields=["pair", "ts_ms"], update_fields=_UPDATE_FIELDS)
 
 
-def _roll_up(pair: Pair, child: str, parent: str, from_ms: int, to_ms: int) -> tuple[int, int]:
-    """Recompute the parent bars covering [from_ms, to_ms) from their stored children.
-    Recomputing (not adding) keeps roll-ups exact when a child is written twice."""
-    start, end = floor_ms(from_ms, parent), floor_ms(to_ms - 1, parent) + GRANULARITY_MS[parent]
-    groups: dict[int, list[Bar]] = defaultdict(list)
-    rows = (BAR_MODELS[child].objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end)
-            .order_by("ts_ms").values_list(*BAR_FIELDS))
-    for row in rows:
-        bar = Bar(*row)
-        groups[floor_ms(bar.ts_ms, parent)].append(bar)
-    _upsert(parent, pair, (merge(children, ts) for ts, children in sorted(groups.items())))
-    return start, end
+def _parent_span(parent: str, from_ms: int, to_ms: int) -> tuple[int, int]:
+    return floor_ms(from_ms, parent), floor_ms(to_ms - 1, parent) + GRANULARITY_MS[parent]
+
+
+def _roll_up(child: str, parent: str, spans: dict[int, tuple[Pair, int, int]]) -> dict[int, tuple[Pair, int, int]]:
+    """Recompute the parent bars covering each pair's [from_ms, to_ms) (spans: pair id ->
+    (pair, from_ms, to_ms)) from their stored children, read in one query for all pairs.
+    Recomputing (not adding) keeps roll-ups exact when a child is written twice. Returns
+    the parent spans written, for the next roll-up."""
+    parent_spans = {pk: (pair, *_parent_span(parent, lo, hi)) for pk, (pair, lo, hi) in spans.items()}
+    pairs_by_span: dict[tuple[int, int], list[int]] = defaultdict(list)  # a tick's pairs share their spans
+    for pk, (_, start, end) in parent_spans.items():
+        pairs_by_span[start, end].append(pk)
+    wanted = Q()
+    for (start, end), pks in pairs_by_span.items():
+        wanted |= Q(pair_id__in=pks, ts_ms__gte=start, ts_ms__lt=end)
+    groups: dict[int, dict[int, list[Bar]]] = defaultdict(lambda: defaultdict(list))
+    rows = BAR_MODELS[child].objects.filter(wanted).order_by("pair_id", "ts_ms").values_list("pair_id", *BAR_FIELDS)
+    for pair_id, *values in rows:
+        bar = Bar(*values)
+        groups[pair_id][floor_ms(bar.ts_ms, parent)].append(bar)
+    _upsert(parent, [(parent_spans[pk][0], [merge(children, ts) for ts, children in sorted(by_ts.items())])
+                     for pk, by_ts in groups.items()])
+    return parent_spans
+
+
+def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
+    """Upsert the bars of many pairs (one granularity, each pair's bars in time order, each
+    pair once), then recompute every coarser bar they fall in: one multi-row upsert per
+    table and one read per roll-up for all the pairs together. Runs inside the caller's
+    transaction when there is one (ingestion), so the bars and the source cursors commit
+    together."""
+    bars_by_pair = [(pair, bars) for pair, bars in bars_by_pair if bars]
+    if not bars_by_pair:
+        return
+    step = GRANULARITY_MS[granularity]
+    with transaction.atomic():
+        _upsert(granularity, bars_by_pair)
+        spans = {pair.pk: (pair, bars[0].ts_ms, bars[-1].ts_ms + step) for pair, bars in bars_by_pair}
+        for child, parent in ROLL_UPS:
+            if GRANULARITY_MS[child] >= step:
+                spans = _roll_up(child, parent, spans)
 
 
 def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:
-    """Upsert bars of one granularity and recompute every coarser bar they fall in.
-    Runs inside the caller's transaction when there is one (ingestion), so the bars and
-    the source cursor commit together."""
-    if not bars:
-        return
-    with transaction.atomic():
-        _upsert(granularity, pair, bars)
-        lo, hi = bars[0].ts_ms, bars[-1].ts_ms + GRANULARITY_MS[granularity]
-        for child, parent in ROLL_UPS:
-            if GRANULARITY_MS[child] < GRANULARITY_MS[granularity]:
-                continue
-            lo, hi = _roll_up(pair, child, parent, lo, hi)
+    """Upsert one pair's bars of one granularity and recompute every coarser bar they fall
+    in: bars_write_many for one pair."""
+    bars_write_many(granularity=granularity, bars_by_pair=[(pair, bars)])
 
 
 def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
@@ -65,13 +89,25 @@ def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar
 
 
 def bars_purge(*, now_ms: int) -> dict[str, int]:
-    """Delete bars older than their granularity's retention (settings.BAR_RETENTION_DAYS)."""
-    deleted = {}
+    """Remove bars older than their granularity's retention (settings.BAR_RETENTION_DAYS).
+    In PostgreSQL whole partitions go (a partition goes once all of it is past the
+    retention; no row is deleted) and the count is of partitions dropped; in SQLite rows
+    are deleted and counted."""
+    removed = {}
     for granularity, days in settings.BAR_RETENTION_DAYS.items():
         if days:
-            cutoff = now_ms - days * 86_400_000
-            deleted[granularity], _ = BAR_MODELS[granularity].objects.filter(ts_ms__lt=cutoff).delete()
-    return deleted
+            model, cutoff = BAR_MODELS[granularity], now_ms - days * 86_400_000
+            if partitioned():
+                removed[granularity] = len(partitions_drop_before(model, cutoff_ms=cutoff, now_ms=now_ms))
+            else:
+                removed[granularity], _ = model.objects.filter(ts_ms__lt=cutoff).delete()
+    return removed
+
+
+def bar_partitions_upkeep(*, now_ms: int) -> None:
+    """Make the bar partitions of today and the next days ahead of the writes (beat)."""
+    for model in BAR_MODELS.values():
+        partitions_ahead(model, now_ms=now_ms)
 
 
 # -- catalog ---------------------------------------------------------------------------

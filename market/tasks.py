@@ -16,3 +16,11 @@ def purge_bars() -> dict:
     from config.clock import utcnow
 
     return bars_purge(now_ms=int(utcnow().timestamp() * 1000))
+
+
+@shared_task(name="market.bar_partitions_upkeep")
+def bar_partitions_upkeep() -> None:
+    from .services import bar_partitions_upkeep
+    from config.clock import utcnow
+
+    bar_partitions_upkeep(now_ms=int(utcnow().timestamp() * 1000))

@@ -29,6 +29,12 @@ class SchemeEvent(models.Model):
     build = models.JSONField(default=dict)
     collapse = models.JSONField(default=dict)
 
+    # In PostgreSQL the table is partitioned by day of build start (migration 0004): the
+    # unique key holds it, and a unique key of a partitioned table must. The database's
+    # primary key is (id, build_start_ms); id stays unique, from its own sequence.
+    partition_span = "day"
+    partition_key = "build_start_ms"
+
     class Meta:
         ordering = ["-ts_ms", "-id"]
         constraints = [

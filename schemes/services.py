@@ -19,14 +19,15 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
     so live the events follow those bars; each row keeps the latest stored bar as its
     place in the feed (`after_bar_ms`), where a resumed stream replays it."""
     from market.models import SecondBar
+    from market.partitions import partitions_ensure
 
     after_bar_ms = SecondBar.objects.filter(pair=pair).order_by("-ts_ms").values_list("ts_ms", flat=True).first() or 0
     stored = []
+    partitions_ensure(SchemeEvent, {_build_start_ms(item) for item in detections})
     for item in detections:
         build = item.get("build") or {}
         row, created = SchemeEvent.objects.get_or_create(
-            pair=pair, scheme=item["scheme"], side=item["side"],
-            build_start_ms=int(build.get("start_ms", item["ts_ms"])),
+            pair=pair, scheme=item["scheme"], side=item["side"], build_start_ms=_build_start_ms(item),
             defaults={"direction": item["direction"], "ts_ms": int(item["ts_ms"]), "price": item.get("price"),
                       "after_bar_ms": after_bar_ms,
                       "confidence": min(max(float(item["confidence"]), 0.0), 0.95),
@@ -39,14 +40,33 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
     return stored
 
 
+def _build_start_ms(item: dict) -> int:
+    return int((item.get("build") or {}).get("start_ms", item["ts_ms"]))
+
+
 def _publish(pair, rows: list[SchemeEvent]) -> None:
     live.publish_scheme_events(pair_id=pair.pk, events=[row.as_dict() for row in rows])
 
 
 def scheme_events_purge(*, now_ms: int) -> int:
+    """Remove events detected before SCHEMES_RETENTION_HOURS. In PostgreSQL whole day
+    partitions go (by build start; one goes once every event in it was detected before the
+    cutoff; no row is deleted) and the count is of partitions dropped; in SQLite rows are
+    deleted and counted."""
+    from market.partitions import partitioned, partitions_drop_before
+
     cutoff = now_ms - settings.SCHEMES_RETENTION_HOURS * 3_600_000
+    if partitioned():
+        return len(partitions_drop_before(SchemeEvent, cutoff_ms=cutoff, now_ms=now_ms, unless_newer_than="ts_ms"))
     deleted, _ = SchemeEvent.objects.filter(ts_ms__lt=cutoff).delete()
     return deleted
+
+
+def scheme_event_partitions_upkeep(*, now_ms: int) -> None:
+    """Make the partitions of today and the next days ahead of the writes (beat)."""
+    from market.partitions import partitions_ahead
+
+    partitions_ahead(SchemeEvent, now_ms=now_ms)
 
 
 def detector_checkpoints_save(*, checkpoints: list[tuple]) -> None:

@@ -294,6 +294,10 @@ CELERY_BEAT_SCHEDULE = {
     "refresh-rankings": {"task": "market.refresh_rankings", "schedule": 6 * 3600.0},
     "purge-bars": {"task": "market.purge_bars", "schedule": 3600.0},
     "purge-scheme-events": {"task": "schemes.purge_events", "schedule": 3600.0},
+    # PostgreSQL: the time partitions of the next days, made ahead of the writes
+    # (market/partitions.py; a write still makes a missing one itself)
+    "bar-partitions-upkeep": {"task": "market.bar_partitions_upkeep", "schedule": 3600.0},
+    "scheme-event-partitions-upkeep": {"task": "schemes.event_partitions_upkeep", "schedule": 3600.0},
 }
 STREAM_READY_COVERAGE = env.float("STREAM_READY_COVERAGE", default=0.95)
 STREAM_STALE_AFTER_SECONDS = env.int("STREAM_STALE_AFTER_SECONDS", default=30)

@@ -1,0 +1,315 @@
+"""Bytes a stored bar takes in PostgreSQL, with its indexes, on real data: the Binance
+BTCUSDT and ETHUSDT recordings of data/realdata ingested through the ingestion path
+(replay source, PairIngestor, bars_write), in a fresh database migrated from scratch.
+Size = heap + TOAST + every index, summed over the table's partitions, after VACUUM, divided
+by the rows: what one more bar costs on disk.
+
+Also the multi-pair write (one tick of 100 pairs, one bar each) against one bars_write per
+pair, per bar, on the same database.
+
+    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python bench/bench_bar_storage.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_metering import _database  # noqa: E402
+
+GOAL_BYTES = 150
+COPIES = 48
+RECORDINGS = {"BTC": "btcusdt_20240808.gz", "ETH": "ethusdt_20240808.gz"}
+
+MEASURE = """
+import json, os, sys, tempfile, time
+sys.path.insert(0, {root!r})
+import django
+django.setup()
+from pathlib import Path
+from django.core.management import call_command
+call_command("migrate", verbosity=0, interactive=False)
+from django.db import connection, transaction
+from market.models import BAR_MODELS, Exchange, Pair
+from market.services import asset_ensure
+from market.sources.events import PairRef
+from market.sources.replay import write_jsonl
+from market.sources.venues import binance_recording_events
+from streaming.ingestion import PairIngestor, ingestion_want
+from streaming.sources import _source
+
+folder = Path(tempfile.mkdtemp(prefix="bench-bars-"))
+recordings = Path({root!r}) / "data" / "realdata" / "binance-spot"
+exchange = Exchange.objects.create(slug="binance", name="Binance", source=Exchange.Source.REPLAY,
+                                   replay_path=str(folder))
+pairs = []
+for base, name in {recordings_map!r}.items():
+    events = sorted(binance_recording_events(recordings / name, base + "USDT"), key=lambda e: e.ts_ms)
+    write_jsonl(events, PairRef("binance", base, "USDT"), folder / (base.lower() + "usdt.jsonl.gz"))
+    pair = Pair.objects.create(exchange=exchange, base=asset_ensure(base), quote=asset_ensure("USDT"))
+    ingestion_want(pair=pair)
+    pairs.append(pair)
+_source.cache_clear()
+for pair in pairs:
+    ingestor = PairIngestor(pair)
+    while ingestor.step(2_000_000_000_000) is not None:
+        pass
+
+# The recordings are minutes long: their bars are copied to {copies} more pairs, tick by tick
+# (ordered by time, then pair, as live ingestion interleaves them), so the tables and
+# their indexes reach a size where a page more or less does not count.
+from market.bars import BAR_FIELDS
+columns = ", ".join(BAR_FIELDS)
+copies = [(pair.pk, Pair.objects.create(exchange=exchange, base=asset_ensure(f"COPY{{i}}{{pair.base.symbol}}"),
+                                        quote=pair.quote).pk)
+          for i in range({copies} // len(pairs)) for pair in pairs]
+mapping = ", ".join(f"({{original}}, {{copy}})" for original, copy in copies)
+with connection.cursor() as cursor:
+    for granularity, model in BAR_MODELS.items():
+        table = model._meta.db_table
+        cursor.execute(f"INSERT INTO {{table}} (pair_id, {{columns}}) SELECT m.copy, {{columns}} FROM {{table}} s "
+                       f"JOIN (VALUES {{mapping}}) AS m(original, copy) ON m.original = s.pair_id "
+                       f"ORDER BY s.ts_ms, m.copy")
+
+sizes = {{}}
+with connection.cursor() as cursor:
+    for granularity, model in BAR_MODELS.items():
+        table = model._meta.db_table
+        cursor.execute(f"VACUUM ANALYZE {{table}}")
+        cursor.execute(
+            "SELECT COALESCE(SUM(pg_table_size(relid)), 0), COALESCE(SUM(pg_indexes_size(relid)), 0) "
+            "FROM (SELECT relid FROM pg_partition_tree(%s) WHERE isleaf "
+            "      UNION SELECT %s::regclass WHERE (SELECT relkind FROM pg_class WHERE oid = %s::regclass) = 'r') t",
+            [table, table, table])
+        heap, indexes = cursor.fetchone()
+        cursor.execute(f"SELECT COUNT(*) FROM {{table}}")
+        rows = cursor.fetchone()[0]
+        sizes[granularity] = {{"rows": rows, "heap": int(heap), "indexes": int(indexes)}}
+# What reaching 150 bytes would take: the same second bars packed one row per pair and
+# minute, each field's values side by side (float64 and int64, bit-identical), stored as
+# bytea that PostgreSQL compresses with lz4: plain; with each value XORed with the field's
+# previous one (equal neighbours become zero bytes); and byte-shuffled (the field's first
+# bytes, then its second bytes...: sign, exponent and high mantissa bytes repeat) after XOR.
+import numpy as np
+with connection.cursor() as cursor:
+    cursor.execute(f"SELECT pair_id, {{columns}} FROM market_secondbar ORDER BY pair_id, ts_ms")
+    minutes = {{}}
+    for pair_id, *values in cursor.fetchall():
+        minutes.setdefault((pair_id, values[0] - values[0] % 60000), []).append(values)
+    for encoding in ("plain", "xor", "xor+shuffle"):
+        table = f"packed_minute_{{encoding.replace('+', '_')}}"
+        cursor.execute(f"CREATE TABLE {{table}} (pair_id bigint, ts_ms bigint, present bigint, bars bytea "
+                       f"COMPRESSION lz4, PRIMARY KEY (pair_id, ts_ms))")
+        rows = []
+        for (pair_id, minute), bars in sorted(minutes.items(), key=lambda item: (item[0][1], item[0][0])):
+            present = sum(1 << ((bar[0] - minute) // 1000) for bar in bars)
+            fields = []
+            for index in range(1, len(bars[0])):
+                column = [bar[index] for bar in bars]
+                as_float = isinstance(next((v for v in column if v is not None), 0.0), float)
+                array = np.array([np.nan if v is None else v for v in column], dtype=np.float64) if as_float \
+                    else np.array(column, dtype=np.int64)
+                raw = array.view(np.uint64)
+                if encoding.startswith("xor"):
+                    raw = raw ^ np.concatenate(([np.uint64(0)], raw[:-1]))
+                if encoding.endswith("shuffle"):
+                    raw = raw.view(np.uint8).reshape(-1, 8).T.copy()
+                fields.append(raw.tobytes())
+            rows.append((pair_id, minute, present - (1 << 63) if present >= 1 << 63 else present, b"".join(fields)))
+        cursor.executemany(f"INSERT INTO {{table}} VALUES (%s, %s, %s, %s)", rows)
+        cursor.execute(f"VACUUM ANALYZE {{table}}")
+        cursor.execute(f"SELECT pg_table_size('{{table}}'), pg_indexes_size('{{table}}'), "
+                       f"(SELECT SUM(pg_column_size(bars)) FROM {{table}})")
+        heap, indexes, values = cursor.fetchone()
+        sizes[f"packed per minute, lz4 ({{encoding}})"] = {{"rows": sum(len(b) for b in minutes.values()),
+                                                          "heap": heap, "indexes": indexes, "values": int(values)}}
+print("BENCH-SIZES " + json.dumps(sizes))
+"""
+
+MULTI_PAIR = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import django
+django.setup()
+from django.db import transaction
+from market.bars import Bar
+from market.models import Exchange, Pair
+from market.services import asset_ensure, bars_write, bars_write_many
+
+exchange = Exchange.objects.create(slug="multi", name="Multi")
+quote = asset_ensure("USDT")
+pairs = [Pair.objects.create(exchange=exchange, base=asset_ensure(f"T{{i:03d}}"), quote=quote) for i in range({pairs})]
+start = (int(time.time()) // 3600) * 3_600_000
+
+
+def bar(ts, i):
+    return Bar(ts_ms=ts, trade_count=3, open=100.0 + i, high=101.0 + i, low=99.5 + i, close=100.5 + i, volume=1.5,
+               buy_volume=1.0, sell_volume=0.5, notional=150.75, price_mean=100.25 + i, price_m2=0.5, book_samples=1,
+               bid_amount_sum=20.5, ask_amount_sum=19.25, bid_notional_sum=2050.0, ask_notional_sum=1930.0,
+               bid_orders_sum=40, ask_orders_sum=38, quote_count=4, bid_price=100.0 + i, ask_price=100.5 + i,
+               spread_bps_sum=2.0, spread_bps_min=0.4, spread_bps_max=0.6)
+
+
+def per_pair(ts):
+    with transaction.atomic():
+        for i, pair in enumerate(pairs):
+            bars_write(pair=pair, granularity="second", bars=[bar(ts, i)])
+
+
+def together(ts):
+    with transaction.atomic():
+        bars_write_many(granularity="second", bars_by_pair=[(pair, [bar(ts, i)]) for i, pair in enumerate(pairs)])
+
+
+timings = {{}}
+for name, write, offset in (("per_pair", per_pair, 0), ("together", together, 1_800_000)):
+    write(start + offset)  # warm: statements prepared, partitions known
+    took = []
+    for second in range(1, {ticks} + 1):
+        began = time.perf_counter()
+        write(start + offset + second * 1000)
+        took.append(time.perf_counter() - began)
+    took.sort()
+    timings[name] = took[len(took) // 2] / {pairs}
+print("BENCH-MULTI " + json.dumps(timings))
+"""
+
+
+DROP_DAY = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0, interactive=False)
+from django.db import connection, transaction
+from market.bars import DAY_MS
+from market.models import Exchange, Pair, SecondBar
+from market.partitions import partitions_ensure
+from market.services import asset_ensure, bars_purge
+
+exchange = Exchange.objects.create(slug="dropday", name="Drop day")
+quote = asset_ensure("USDT")
+ids = [Pair.objects.create(exchange=exchange, base=asset_ensure(f"D{{i:03d}}"), quote=quote).pk for i in range({pairs})]
+now = int(time.time() * 1000)
+day = now - 10 * DAY_MS - (now - 10 * DAY_MS) % DAY_MS
+with transaction.atomic():
+    partitions_ensure(SecondBar, [day])
+began = time.perf_counter()
+with connection.cursor() as cursor:
+    cursor.execute("SET session_replication_role = replica")  # the synthesis skips the per-row foreign-key check
+    cursor.execute(
+        "INSERT INTO market_secondbar (pair_id, ts_ms, trade_count, open, high, low, close, volume, buy_volume, "
+        "sell_volume, notional, price_mean, price_m2, book_samples, bid_amount_sum, ask_amount_sum, bid_notional_sum, "
+        "ask_notional_sum, bid_orders_sum, ask_orders_sum, quote_count, bid_price, ask_price, spread_bps_sum, "
+        "spread_bps_min, spread_bps_max) "
+        "SELECT p, %s + s * 1000, 3, 60000 + s %% 97, 60010.5 + s %% 97, 59990.25, 60001.75, 1.25, 0.75, 0.5, 75002.2, "
+        "60001.0, 12.5, 1, 210.5 + s %% 13, 190.25, 1.26e7, 1.14e7, 40, 38, 4, 60001.5, 60002.0, 0.46, 0.1, 0.2 "
+        "FROM generate_series(0, 86399) AS s CROSS JOIN unnest(%s::bigint[]) AS p ORDER BY s, p", [day, ids])
+    cursor.execute("SET session_replication_role = DEFAULT")
+    cursor.execute("SELECT COUNT(*) FROM market_secondbar WHERE ts_ms >= %s AND ts_ms < %s", [day, day + DAY_MS])
+    rows = cursor.fetchone()[0]
+    cursor.execute("SELECT pg_total_relation_size(%s)", [f"market_secondbar_p{{time.strftime('%Y%m%d', time.gmtime(day / 1000))}}"])
+    size = cursor.fetchone()[0]
+synthesis = time.perf_counter() - began
+began = time.perf_counter()
+with transaction.atomic():
+    dropped = bars_purge(now_ms=now)
+took = time.perf_counter() - began
+print("BENCH-DROP " + json.dumps({{"rows": rows, "bytes": size, "seconds": took, "dropped": dropped,
+                                  "synthesis": synthesis}}))
+"""
+
+
+def _python(code: str, env: dict, marker: str) -> dict:
+    import json
+
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=1800)
+    for line in result.stdout.splitlines():
+        if line.startswith(marker + " "):
+            return json.loads(line[len(marker) + 1:])
+    raise RuntimeError((result.stderr or result.stdout)[-2000:])
+
+
+def measure_sizes(database_url: str) -> dict:
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "LOG_LEVEL": "WARNING", "REDIS_URL": "", "INGESTION_MAX_WINDOW_MS": "20000"}
+    return _python(MEASURE.format(root=str(ROOT), recordings_map=RECORDINGS, copies=COPIES), env, "BENCH-SIZES")
+
+
+def measure_multi_pair(database_url: str, pairs: int = 100, ticks: int = 30) -> dict:
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "LOG_LEVEL": "WARNING", "REDIS_URL": ""}
+    return _python(MULTI_PAIR.format(root=str(ROOT), pairs=pairs, ticks=ticks), env, "BENCH-MULTI")
+
+
+def measure_partition_drop(database_url: str, pairs: int = 200) -> dict:
+    """A day of `pairs` pairs' second bars (86,400 x pairs rows) synthesised in one partition
+    ten days back, then the retention purge (7 days) that drops it, timed."""
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "LOG_LEVEL": "WARNING", "REDIS_URL": "", "RETENTION_SECOND_BARS_DAYS": "7",
+           "RETENTION_MINUTE_BARS_DAYS": "90"}
+    return _python(DROP_DAY.format(root=str(ROOT), pairs=pairs), env, "BENCH-DROP")
+
+
+def run() -> list[dict]:
+    admin = os.environ.get("BENCH_DATABASE_URL")
+    if not admin:
+        return [{"figure": "stored bar size", "value": "skipped", "comparison": "needs BENCH_DATABASE_URL (PostgreSQL)",
+                 "goal": "", "met": None}]
+    url, drop = _database(admin)
+    try:
+        sizes = measure_sizes(url)
+        multi = measure_multi_pair(url)
+        dropped = measure_partition_drop(url, pairs=int(os.environ.get("BENCH_DROP_PAIRS", "200")))
+    finally:
+        drop()
+    rows = []
+    for granularity, size in sizes.items():
+        if not size["rows"] or granularity in ("hour", "day"):  # a hundred rows: pages, not rows, would count
+            continue
+        per_row = (size["heap"] + size["indexes"]) / size["rows"]
+        if granularity.startswith("packed"):
+            rows.append({
+                "figure": f"a second bar {granularity}, with its index (the same bars; not the stored layout)",
+                "value": f"{per_row:.0f} B", "comparison": f"heap + TOAST {size['heap'] / size['rows']:.0f} B + index "
+                                                           f"{size['indexes'] / size['rows']:.0f} B; the compressed "
+                                                           f"values alone {size['values'] / size['rows']:.0f} B",
+                "goal": "", "met": None})
+            continue
+        rows.append({
+            "figure": f"stored {granularity} bar, with its indexes (real BTCUSDT + ETHUSDT recordings)",
+            "value": f"{per_row:.0f} B",
+            "comparison": f"heap {size['heap'] / size['rows']:.0f} B + indexes {size['indexes'] / size['rows']:.0f} B, "
+                          f"{size['rows']} rows",
+            "goal": f"<= {GOAL_BYTES} B" if granularity == "second" else "",
+            "met": per_row <= GOAL_BYTES if granularity == "second" else None,
+        })
+    rows.append({
+        "figure": "second bars of one tick, 100 pairs x 1 bar, written together (bars_write_many), per bar",
+        "value": f"{multi['together'] * 1e6:.0f} us",
+        "comparison": f"one bars_write per pair: {multi['per_pair'] * 1e6:.0f} us per bar "
+                      f"({multi['per_pair'] / multi['together']:.1f}x)",
+        "goal": "", "met": None,
+    })
+    rows.append({
+        "figure": f"retention: dropping a day of {dropped['rows'] // 86_400} pairs' second bars "
+                  f"({dropped['rows']:,} rows, {dropped['bytes'] / 2**30:.1f} GiB)",
+        "value": f"{dropped['seconds'] * 1000:.0f} ms",
+        "comparison": f"one partition dropped (bars_purge), no row deleted; synthesising it took {dropped['synthesis']:.0f} s",
+        "goal": "< 1 s", "met": dropped["seconds"] < 1.0,
+    })
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row)
