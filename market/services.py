@@ -82,12 +82,6 @@ def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:
     bars_write_many(granularity=granularity, bars_by_pair=[(pair, bars)])
 
 
-def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
-    """bars_write for the bars of many pairs (an ingestion tick's)."""
-    for pair, bars in bars_by_pair:
-        bars_write(pair=pair, granularity=granularity, bars=bars)
-
-
 def bars_purge(*, now_ms: int) -> dict[str, int]:
     """Remove bars older than their granularity's retention (settings.BAR_RETENTION_DAYS).
     In PostgreSQL whole partitions go (a partition goes once all of it is past the
