@@ -234,13 +234,14 @@ class PairIngestor:
         bars = builder.flush(end)
         handing_over = bool(state.handover_to) and state.handover_ready_ms is not None \
             and end >= state.handover_ready_ms and (alive is None or state.handover_to in alive)
+        book_due = handing_over or self.checkpoint_ms is None or \
+            end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000
+        book_state = builder.state() if book_due else None
         detector_state = None
-        if self.detection is not None and (handing_over or self.detection.checkpoint_due(end)):
+        # with the book's: a live feed's buffer is trimmed to the book checkpoint, and a
+        # detector checkpoint older than that could not be replayed
+        if self.detection is not None and (book_due or self.detection.checkpoint_due(end)):
             detector_state = self.detection.state()
-        book_state = None
-        if handing_over or self.checkpoint_ms is None or \
-                end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000:
-            book_state = builder.state()
         state.cursor_ms = end
         if self.live:
             self._note_feed(state)

@@ -65,7 +65,8 @@ def test_a_worker_killed_mid_step_neither_loses_nor_repeats_scheme_events(detect
     first = PairIngestor(detecting)
 
     def until_the_crash():
-        run_steps(first, T0, T0 + 238_000)  # checkpoints every 14 s from 7 s: the last at 231 s
+        # checkpoints every 14 s, restarted with each book checkpoint (7, 70, 133, 196 s): the last at 238 s
+        run_steps(first, T0, T0 + 245_000)
         with mock.patch("streaming.ingestion.bars_write_many", side_effect=RuntimeError("worker killed")):
             with pytest.raises(RuntimeError):
                 first.step(T0 + 270_000)
