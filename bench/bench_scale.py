@@ -235,6 +235,7 @@ class ScaleResult:
     trades_missed: int = 0
     exchange_behind_ms: float = 0.0
     error: str = ""
+    process_groups: list[int] = field(default_factory=list)  # the groups started (all ended on return)
 
     @property
     def held(self) -> bool:
@@ -412,6 +413,7 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         exchange = Group("exchange", [str(BIN / "python"), "-m", "tests.venues.server", "--symbols", str(pairs),
                                       "--port", str(free_port())], base_env, stdout=subprocess.PIPE)
         stack.callback(exchange.stop)
+        result.process_groups.append(exchange.pid)
         venue = json.loads(exchange.process.stdout.readline() or "{}")
         if not venue:
             raise RuntimeError(f"the exchange did not start: {exchange.tail()}")
@@ -437,6 +439,7 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
 
         honcho = Group("honcho", [str(BIN / "honcho"), "start", "-f", "Procfile"], env)
         stack.callback(honcho.stop)
+        result.process_groups.append(honcho.pid)
         _wait_serving(url, honcho)
         client = stack.enter_context(_http(url, key))
         subscribed = {}
@@ -450,6 +453,7 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         sse = Group("sse", [str(BIN / "python"), str(Path(__file__)), "sse-client", url, key, str(sse_out), *names],
                     base_env)
         stack.callback(sse.stop)
+        result.process_groups.append(sse.pid)
         log(f"  N={pairs}: {pairs} pairs subscribed, {pairs} SSE streams opening; waiting for them to be live")
 
         live_at: dict[str, float] = {}
