@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
+import re
+import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -79,6 +83,20 @@ class _Book:
         return bids, asks
 
 
+def _binance_frames(path: Path):
+    """(recv ns, kind, data) of a raw Binance recording: kind is snapshot (the REST depth
+    answer), depth, trade or ticker."""
+    with gzip.open(path, "rt") as fh:
+        for line in fh:
+            recv, _, text = line.partition(" ")
+            message = orjson.loads(text)
+            if "lastUpdateId" in message:
+                yield int(recv), "snapshot", message
+                continue
+            stream, data = message["stream"], message["data"]
+            yield int(recv), "depth" if "@depth" in stream else "trade" if "@trade" in stream else "ticker", data
+
+
 class ReplayingExchange:
     def __init__(self, venue: str, frames: list[tuple[int, str, str, dict]], books: dict[str, _Book], *,
                  speed: float = 1.0, limit_s: float | None = None):
@@ -99,22 +117,18 @@ class ReplayingExchange:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=f"fake-{venue}")
         self.offset_ms = 0
+        self.host, self.port = "127.0.0.1", 0
 
     # -- construction from recordings ---------------------------------------------------------
     @classmethod
     def binance(cls, recordings: dict[str, Path], **options) -> ReplayingExchange:
         frames, books = [], {}
         for symbol, path in recordings.items():
-            with gzip.open(path, "rt") as fh:
-                for line in fh:
-                    recv, _, text = line.partition(" ")
-                    message = orjson.loads(text)
-                    if "lastUpdateId" in message:
-                        books[symbol] = _Book(message["bids"], message["asks"], message["lastUpdateId"])
-                        continue
-                    stream, data = message["stream"], message["data"]
-                    kind = "depth" if "@depth" in stream else "trade" if "@trade" in stream else "ticker"
-                    frames.append((int(recv), symbol, kind, data))
+            for recv, kind, data in _binance_frames(path):
+                if kind == "snapshot":
+                    books[symbol] = _Book(data["bids"], data["asks"], data["lastUpdateId"])
+                else:
+                    frames.append((recv, symbol, kind, data))
         frames.sort(key=lambda f: f[0])
         server = cls("binance", frames, books, **options)
         first = next(f[3]["E"] for f in server._frames if f[2] != "ticker")
@@ -164,15 +178,17 @@ class ReplayingExchange:
         if self.venue == "binance":
             app.router.add_get("/stream", self._binance_ws)
             app.router.add_get("/api/v3/depth", self._binance_depth)
+            app.router.add_get("/api/v3/exchangeInfo", self._binance_exchange_info)
+            app.router.add_get("/stats", self._stats)
         else:
             app.router.add_get("/", self._coinbase_ws)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
-        self.ws_url = f"ws://127.0.0.1:{port}"
-        self.rest_url = f"http://127.0.0.1:{port}"
+        self.ws_url = f"ws://{self.host}:{port}"
+        self.rest_url = f"http://{self.host}:{port}"
         self._replay = asyncio.ensure_future(self._timeline())
 
     async def _stop(self) -> None:
@@ -283,6 +299,19 @@ class ReplayingExchange:
                                   dict(book.asks), len(self.log)))
         return web.json_response({"lastUpdateId": book.last_update_id, "bids": bids, "asks": asks})
 
+    async def _binance_exchange_info(self, request: web.Request) -> web.Response:
+        """GET /api/v3/exchangeInfo, Binance's documented answer for the served symbols (what
+        `manage.py catalog_sync` reads)."""
+        return web.json_response({"timezone": "UTC", "serverTime": int(time.time() * 1000), "rateLimits": [],
+                                  "exchangeFilters": [], "symbols": self.symbol_infos()})
+
+    def symbol_infos(self) -> list[dict]:
+        return [_symbol_info(symbol, symbol, symbol[:-4], "USDT") for symbol in self.books if symbol.endswith("USDT")]
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        sent = sum(1 for frame in self.log if frame.delivered)
+        return web.json_response({"messages": sent, "clients": self.clients, "depth_requests": len(self.served)})
+
     # -- Coinbase ---------------------------------------------------------------------------------
     async def _coinbase_ws(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
@@ -311,3 +340,379 @@ class ReplayingExchange:
             self._clients[ws] = set(products)
         self._clients.pop(ws, None)
         return ws
+
+
+EXCHANGE_INFO = ROOT / "tests" / "market" / "fixtures" / "binance_exchange_info.json"
+
+
+def _symbol_info(template: str, symbol: str, base: str, quote: str) -> dict:
+    """Binance's exchangeInfo entry of `template` (tick, step, filters) under another name."""
+    entries = {entry["symbol"]: entry for entry in orjson.loads(EXCHANGE_INFO.read_bytes())["symbols"]}
+    return {**entries[template], "symbol": symbol, "baseAsset": base, "quoteAsset": quote, "status": "TRADING"}
+
+
+# -- many symbols, looped: the scale benchmark's load generator ----------------------------------
+
+def _ws_frame(payload: bytes) -> bytes:
+    """One unmasked, uncompressed WebSocket text frame (RFC 6455 5.2), as a server sends it."""
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 65536:
+        return struct.pack("!BBH", 0x81, 126, size) + payload
+    return struct.pack("!BBQ", 0x81, 127, size) + payload
+
+
+_SLOT = re.compile(rb'"\\u0001([a-z])(\d+)\\u0001"|\\u0002([a-z])\\u0002')
+TIME, UPDATE_ID, TRADE_ID, LOWER, UPPER = "e", "u", "t", "l", "s"
+
+
+def _number(kind: str, value: int) -> str:
+    return f"\x01{kind}{value}\x01"
+
+
+def _template(stream_suffix: str, data: dict) -> tuple[tuple[bytes, ...], tuple[tuple[str, int | None], ...]]:
+    """A message pre-encoded once: literal bytes around the slots a symbol and a pass fill in
+    (the symbol's name, exchange times, update ids, trade ids)."""
+    data = dict(data)
+    for name in ("E", "T"):
+        if name in data:
+            data[name] = _number(TIME, data[name])
+    for name in ("U", "u"):
+        if name in data:
+            data[name] = _number(UPDATE_ID, data[name])
+    if "t" in data:
+        data["t"] = _number(TRADE_ID, data["t"])
+    data["s"] = f"\x02{UPPER}\x02"
+    text = orjson.dumps({"stream": f"\x02{LOWER}\x02@{stream_suffix}", "data": data})
+    literals, slots, at = [], [], 0
+    for match in _SLOT.finditer(text):
+        literals.append(text[at:match.start()])
+        slots.append((match.group(1).decode(), int(match.group(2))) if match.group(1) else
+                     (match.group(3).decode(), None))
+        at = match.end()
+    literals.append(text[at:])
+    return tuple(literals), tuple(slots)
+
+
+def _fill(template, values: dict) -> bytes:
+    literals, slots = template
+    parts = [literals[0]]
+    for (kind, original), literal in zip(slots, literals[1:]):
+        parts.append(values[kind] if original is None else b"%d" % (original + values[kind]))
+        parts.append(literal)
+    return b"".join(parts)
+
+
+STREAM_SUFFIX = {"depth": "depth@100ms", "trade": "trade", "ticker": "bookTicker"}
+CHECKPOINT_FRAMES = 500  # a copy of the book every this many frames, for REST depth answers
+
+
+class _LoopedRecording:
+    """One Binance recording prepared to be played in a loop under many names (see
+    LoopingBinanceExchange for the rules)."""
+
+    def __init__(self, path: Path, template_symbol: str, limit_s: float | None = None):
+        self.template_symbol = template_symbol
+        frames = list(_binance_frames(path))
+        snapshot = next(data for _, kind, data in frames if kind == "snapshot")
+        self.first_id = snapshot["lastUpdateId"]
+        # the loop starts at the diff that continues the snapshot; what came before it is older
+        start = next(i for i, (_, kind, data) in enumerate(frames) if kind == "depth" and data["u"] > self.first_id)
+        frames = [frame for frame in frames[start:] if frame[1] != "snapshot"]
+        frames[0] = (frames[0][0], "depth", {**frames[0][2], "U": self.first_id + 1})
+        if limit_s is not None:  # a shorter pass (tests of the loop)
+            frames = [frame for frame in frames if frame[0] - frames[0][0] <= limit_s * 1e9]
+        recv0, self.first_time = frames[0][0], frames[0][2]["E"]
+        self.times_ns = [recv - recv0 for recv, _, _ in frames]
+        self.kinds = [kind for _, kind, _ in frames]
+        self.templates = [_template(STREAM_SUFFIX[kind], data) for _, kind, data in frames]
+        diffs = [data for _, kind, data in frames if kind == "depth"]
+        trades = [data["t"] for _, kind, data in frames if kind == "trade"]
+        last_time = max(data.get("E", 0) for _, _, data in frames)
+        # the next pass begins one typical frame spacing after this one's last frame
+        self.period_ms = max(self.times_ns[-1] // 10**6, last_time - self.first_time) + 100
+        self.last_id = diffs[-1]["u"]
+        self.id_step = self.last_id + 1 - self.first_id  # a pass's update ids continue the last pass's
+        self.trade_step = trades[-1] - trades[0] + 1 if trades else 0
+        # the book at every CHECKPOINT_FRAMES-th position, and the last id applied there
+        bids = {p: q for p, q in snapshot["bids"] if float(q)}
+        asks = {p: q for p, q in snapshot["asks"] if float(q)}
+        self.snapshot_book = (dict(bids), dict(asks))
+        self.checkpoints, last_u = [], self.first_id
+        self.last_ids = []  # the last update id applied before each position
+        for index, (_, kind, data) in enumerate(frames):
+            if index % CHECKPOINT_FRAMES == 0:
+                self.checkpoints.append((dict(bids), dict(asks)))
+            self.last_ids.append(last_u)
+            if kind == "depth":
+                self._apply(bids, asks, data)
+                last_u = data["u"]
+        self.last_ids.append(last_u)
+        self.frames_data = [data if kind == "depth" else None for _, kind, data in frames]
+        # the pass boundary: one diff from the book at the end to the snapshot's book
+        bridge_bids = {p: "0.00000000" for p in bids if p not in self.snapshot_book[0]}
+        bridge_bids.update({p: q for p, q in self.snapshot_book[0].items() if bids.get(p) != q})
+        bridge_asks = {p: "0.00000000" for p in asks if p not in self.snapshot_book[1]}
+        bridge_asks.update({p: q for p, q in self.snapshot_book[1].items() if asks.get(p) != q})
+        self.bridge = _template(STREAM_SUFFIX["depth"], {
+            "e": "depthUpdate", "E": self.first_time, "s": "", "U": self.first_id, "u": self.first_id,
+            "b": [[p, q] for p, q in bridge_bids.items()], "a": [[p, q] for p, q in bridge_asks.items()]})
+
+    @staticmethod
+    def _apply(bids: dict, asks: dict, diff: dict) -> None:
+        for side, levels in ((bids, diff["b"]), (asks, diff["a"])):
+            for price, qty in levels:
+                if float(qty):
+                    side[price] = qty
+                else:
+                    side.pop(price, None)
+
+    def book_at(self, position: int, limit: int) -> tuple[int, list, list]:
+        """(last update id, bids, asks) once the frames before `position` are applied."""
+        bids, asks = (dict(side) for side in self.checkpoints[position // CHECKPOINT_FRAMES])
+        for index in range(position - position % CHECKPOINT_FRAMES, position):
+            if self.frames_data[index] is not None:
+                self._apply(bids, asks, self.frames_data[index])
+        top_bids = sorted(bids.items(), key=lambda level: -float(level[0]))[:limit]
+        top_asks = sorted(asks.items(), key=lambda level: float(level[0]))[:limit]
+        return self.last_ids[position], [list(level) for level in top_bids], [list(level) for level in top_asks]
+
+
+class _LoopedSymbol:
+    """Where one served symbol stands in its recording: the pass, the next frame, and the
+    values that pass writes into the templates."""
+
+    def __init__(self, name: str, recording: _LoopedRecording, phase_s: int, started_ns: int, started_ms: int):
+        self.name, self.recording, self.phase_s = name, recording, phase_s
+        self.started_ns, self.started_ms = started_ns, started_ms
+        self.subscribers: list[tuple[object, frozenset]] = []  # (transport, kinds)
+        self.sent = 0
+        self.passes = 0
+        self.position = 0  # next frame of the pass; -1: the pass's bridge is due first
+        self._enter(0)
+        times = recording.times_ns
+        while self.position < len(times) and times[self.position] < phase_s * 10**9:
+            self.position += 1  # the first pass starts at the symbol's phase
+
+    def _enter(self, index: int) -> None:
+        recording = self.recording
+        shift_ms = index * recording.period_ms - self.phase_s * 1000
+        self.pass_index = index
+        self.pass_start_ns = self.started_ns + shift_ms * 10**6
+        self.values = {TIME: self.started_ms - recording.first_time + shift_ms,
+                       UPDATE_ID: index * recording.id_step, TRADE_ID: index * recording.trade_step,
+                       LOWER: self.name.lower().encode(), UPPER: self.name.encode()}
+        self.position = -1 if index else 0
+
+    def due_ns(self) -> int:
+        if self.position < 0:
+            return self.pass_start_ns
+        times = self.recording.times_ns
+        if self.position >= len(times):
+            return self.pass_start_ns + self.recording.period_ms * 10**6
+        return self.pass_start_ns + times[self.position]
+
+    def take(self) -> tuple[str, object] | None:
+        """The due frame (kind, template), moving on; None at a pass's end (the next begins)."""
+        recording = self.recording
+        if self.position < 0:
+            self.position = 0
+            return "depth", recording.bridge
+        if self.position >= len(recording.times_ns):
+            self._enter(self.pass_index + 1)
+            self.passes += 1
+            return None
+        index = self.position
+        self.position += 1
+        return recording.kinds[index], recording.templates[index]
+
+    def book(self, limit: int) -> dict:
+        last_id, bids, asks = self.recording.book_at(max(self.position, 0), limit)
+        return {"lastUpdateId": last_id + self.values[UPDATE_ID], "bids": bids, "asks": asks}
+
+
+class LoopingBinanceExchange(ReplayingExchange):
+    """N Binance symbols from the two recordings, looped so a run lasts as long as wanted.
+
+        with LoopingBinanceExchange(symbols=100) as venue:   # S001USDT .. S100USDT
+            venue.ws_url, venue.rest_url, venue.stats()
+
+    or as a process of its own (its CPU is then the load generator's alone):
+
+        python -m tests.venues.server --symbols 100 --port 9100
+
+    Rules:
+    * Symbol i (S001USDT, S002USDT, ...) replays the BTCUSDT recording when i is odd and
+      the ETHUSDT one when even, in Binance's protocol (combined streams <s>@depth@100ms,
+      <s>@trade, <s>@bookTicker; REST /api/v3/depth and /api/v3/exchangeInfo, the filters
+      of the recorded symbol).
+    * Phases: the symbols of one recording start spread evenly over its pass (symbol k of
+      n starts k/n of the way in, whole seconds), so the pairs do not spike or wrap in step.
+    * A pass is the recording from the diff that continues its snapshot to its end; passes
+      follow each other every `period_s` (the recording's length plus 100 ms, ~346 s).
+      Exchange times (E, T) are the send times: shifted so the first diff's E is the moment
+      the pass began, and by `period_s` more each pass; they always increase.
+    * The pass boundary keeps the book consistent without a gap: the new pass opens with one
+      diff (U = u = the previous pass's last u + 1) that turns the book at the recording's
+      end back into its snapshot; the recording's diffs follow, their ids shifted to continue
+      from it. Trade ids continue the same way. A client that keeps its book never resyncs
+      and misses no trade id: a resync or a missed trade seen by a client is its own fault.
+      (Prices jump back to the recording's start at the boundary, as after a fast move.)
+    * REST depth answers the book as it stands after the last frame sent, computed from a
+      checkpoint of the recording (every 500 frames) plus the diffs since.
+    * Frames are pre-encoded once per recording (literal bytes around the symbol name, time
+      and id slots) and written as raw WebSocket frames, all of a connection's frames of a
+      10 ms tick in one write. `stats()` (and GET /stats) counts the messages sent and how
+      late the most late frame left (`behind_ms_max`, since the last stats(reset=True)): a
+      generator that cannot keep pace shows it there.
+    * Nothing is logged per frame (unlike ReplayingExchange's `log`): there is no reference
+      of the looped bars, only their count and timing.
+    """
+
+    TICK_S = 0.01
+
+    def __init__(self, *, symbols: int, recordings: tuple[Path, ...] = (BINANCE_BTC, BINANCE_ETH),
+                 templates: tuple[str, ...] = ("BTCUSDT", "ETHUSDT"), host: str = "127.0.0.1", port: int = 0,
+                 limit_s: float | None = None):
+        super().__init__("binance", [], {})
+        self.host, self.port = host, port
+        self.recordings = [_LoopedRecording(path, template, limit_s) for path, template in zip(recordings, templates)]
+        width = max(3, len(str(symbols)))
+        self.names = [f"S{i:0{width}d}USDT" for i in range(1, symbols + 1)]
+        self._count = symbols
+        self.symbols: dict[str, _LoopedSymbol] = {}
+        self._by_stream: dict[str, tuple[_LoopedSymbol, str]] = {}
+        self._counters = {"messages": 0, "bytes": 0, "depth_requests": 0, "late_frames_100ms": 0,
+                          "connections": 0}
+        self._behind_ns_max = 0
+
+    async def _start(self) -> None:
+        started_ns, started_ms = time.monotonic_ns(), int(time.time() * 1000)
+        per_recording = [list(range(r, self._count, len(self.recordings))) for r in range(len(self.recordings))]
+        for r, indexes in enumerate(per_recording):
+            recording = self.recordings[r]
+            for k, i in enumerate(indexes):
+                phase_s = k * recording.period_ms // 1000 // len(indexes)
+                symbol = _LoopedSymbol(self.names[i], recording, phase_s, started_ns, started_ms)
+                self.symbols[symbol.name] = symbol
+                for kind, suffix in STREAM_SUFFIX.items():
+                    self._by_stream[f"{symbol.name.lower()}@{suffix}"] = (symbol, kind)
+        await super()._start()
+
+    def symbol_infos(self) -> list[dict]:
+        return [_symbol_info(symbol.recording.template_symbol, name, name[:-4], "USDT")
+                for name, symbol in self.symbols.items()]
+
+    @property
+    def period_s(self) -> float:
+        return max(recording.period_ms for recording in self.recordings) / 1000
+
+    def stats(self, reset: bool = False) -> dict:
+        out = {**self._counters, "clients": len(self._clients), "behind_ms_max": self._behind_ns_max / 1e6,
+               "passes": sum(symbol.passes for symbol in self.symbols.values())}
+        if reset:
+            self._behind_ns_max = 0
+        return out
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats(reset=request.query.get("reset") == "1"))
+
+    async def _timeline(self) -> None:
+        symbols = list(self.symbols.values())
+        counters = self._counters
+        while True:
+            now = time.monotonic_ns()
+            writes: dict[object, list[bytes]] = {}
+            for symbol in symbols:
+                due = symbol.due_ns()
+                if due > now:
+                    continue
+                behind = now - due
+                if behind > self._behind_ns_max:
+                    self._behind_ns_max = behind
+                while due <= now:
+                    taken = symbol.take()
+                    if taken is not None and symbol.subscribers:
+                        kind, template = taken
+                        frame = None
+                        for transport, kinds in symbol.subscribers:
+                            if kind in kinds:
+                                if frame is None:
+                                    frame = _ws_frame(_fill(template, symbol.values))
+                                writes.setdefault(transport, []).append(frame)
+                                counters["messages"] += 1
+                                counters["bytes"] += len(frame)
+                                if now - due > 100_000_000:
+                                    counters["late_frames_100ms"] += 1
+                    due = symbol.due_ns()
+            for transport, frames in writes.items():
+                if not transport.is_closing():
+                    transport.write(b"".join(frames))
+            elapsed = (time.monotonic_ns() - now) / 1e9
+            await asyncio.sleep(max(0.0, self.TICK_S - elapsed))
+
+    async def _binance_ws(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True, compress=False)  # frames are written raw, uncompressed
+        await ws.prepare(request)
+        transport = request.transport
+        wanted: dict[_LoopedSymbol, set[str]] = {}
+        for stream in request.query.get("streams", "").split("/"):
+            if stream in self._by_stream:
+                symbol, kind = self._by_stream[stream]
+                wanted.setdefault(symbol, set()).add(kind)
+        entries = [(symbol, (transport, frozenset(kinds))) for symbol, kinds in wanted.items()]
+        for symbol, entry in entries:
+            symbol.subscribers.append(entry)
+        self._clients[ws] = set()
+        self._counters["connections"] += 1
+        try:
+            async for _ in ws:  # the client sends nothing we answer
+                pass
+        finally:
+            for symbol, entry in entries:
+                symbol.subscribers.remove(entry)
+            self._clients.pop(ws, None)
+        return ws
+
+    async def _binance_depth(self, request: web.Request) -> web.Response:
+        symbol = self.symbols.get(request.query.get("symbol", ""))
+        if symbol is None:
+            return web.json_response({"code": -1121, "msg": "Invalid symbol."}, status=400)
+        self._counters["depth_requests"] += 1
+        limit = min(int(request.query.get("limit", "100")), 5000)
+        return web.Response(body=orjson.dumps(symbol.book(limit)), content_type="application/json")
+
+    def drop_connections(self) -> None:
+        async def drop():
+            for ws in list(self._clients):
+                await ws.close(code=1011, message=b"dropped")
+        asyncio.run_coroutine_threadsafe(drop(), self._loop).result(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import signal
+
+    parser = argparse.ArgumentParser(description="Serve N Binance symbols replayed in a loop from the recordings "
+                                                 "(LoopingBinanceExchange), until SIGTERM or Ctrl-C.")
+    parser.add_argument("--symbols", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--pass-seconds", type=float, default=None,
+                        help="Play only this much of each recording per pass (a shorter loop)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with LoopingBinanceExchange(symbols=args.symbols, host=args.host, port=args.port,
+                                limit_s=args.pass_seconds) as venue:
+        print(json.dumps({"ws_url": venue.ws_url, "rest_url": venue.rest_url, "symbols": list(venue.symbols),
+                          "period_s": venue.period_s, "pid": os.getpid()}), flush=True)
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
