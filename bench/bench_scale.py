@@ -16,8 +16,9 @@ For each N of BENCH_SCALE_PAIRS, in order, until one breaks (bar lag p99 over 2 
    source (as `seed_demo --live binance` does, without the demo); `catalog_sync --exchange
    binance --quote USDT` (the pairs and their tick and step, from the exchange's
    exchangeInfo); `plan`, `account`, `apikey`.
-4. `honcho start -f Procfile` with HOST, PORT, BACKLOG and WEB_PROCESSES (BENCH_SCALE_WEB_PROCESSES,
-   2 like the Makefile) as `make run-full` sets them, DATABASE_URL and REDIS_URL of the run, and
+4. `honcho start -f Procfile -c worker=<cores>` with HOST, PORT, BACKLOG and WEB_PROCESSES
+   (BENCH_SCALE_WEB_PROCESSES, 2 like the Makefile; BENCH_SCALE_INGEST_PROCESSES, the cores, like its
+   INGEST_PROCESSES) as `make run-full` sets them, DATABASE_URL and REDIS_URL of the run, and
    BINANCE_WS_URL / BINANCE_REST_URL pointing at the exchange. Whatever the Procfile starts runs.
 5. The customer subscribes the N pairs (POST /api/v1/streams) and a client process opens one
    SSE stream per pair (GET .../events, resuming with Last-Event-ID if a stream drops).
@@ -437,7 +438,10 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         subprocess.run([str(BIN / "celery"), "-A", "config", "purge", "-f"], cwd=ROOT, env=env, capture_output=True,
                        timeout=120)  # tasks a previous run left on this Redis
 
-        honcho = Group("honcho", [str(BIN / "honcho"), "start", "-f", "Procfile"], env)
+        # as the Makefile's run-full: one worker process (an ingestion loop) per core
+        ingest_processes = os.environ.get("BENCH_SCALE_INGEST_PROCESSES") or str(os.cpu_count() or 2)
+        honcho = Group("honcho", [str(BIN / "honcho"), "start", "-f", "Procfile", "-c", f"worker={ingest_processes}"],
+                       env)
         stack.callback(honcho.stop)
         result.process_groups.append(honcho.pid)
         _wait_serving(url, honcho)
