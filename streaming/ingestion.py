@@ -647,7 +647,7 @@ def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: f
                 logger.exception("Ingestion loop iteration failed; retrying")
             finally:
                 close_old_connections()
-            wait = max(tick_seconds - (time.monotonic() - started), 0.05)
+            wait = _until_next_tick(tick_seconds, time.monotonic() - started)
             if stop:
                 stop.wait(wait)
             else:
@@ -657,6 +657,24 @@ def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: f
             worker_leave(owner=owner)
         finally:
             close_old_connections()
+
+
+# A second can be closed once INGESTION_LAG_MS have passed after its end (a live feed vouches
+# for its time that much behind now, in the exchange's clock, which runs a few milliseconds
+# behind ours on a near exchange); ticks fire this long after that moment, so a second is
+# stored about INGESTION_LAG_MS + this + the tick's own time after it ends, not up to a
+# whole tick later on top.
+TICK_AFTER_CLOSE_MS = 100
+
+
+def _until_next_tick(tick_seconds: float, elapsed: float) -> float:
+    """Seconds to wait for the next tick: until the next moment a second becomes closable
+    (plus TICK_AFTER_CLOSE_MS); after a tick that ran a whole period, 50 ms (it is behind)."""
+    period_ms = int(tick_seconds * 1000)
+    if period_ms <= 0 or elapsed * 1000 >= period_ms:
+        return 0.05
+    phase = (settings.INGESTION_LAG_MS + TICK_AFTER_CLOSE_MS) % period_ms
+    return max((phase - time.time() * 1000) % period_ms, 1) / 1000
 
 
 def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:

@@ -145,3 +145,10 @@ def test_a_tick_that_fails_to_write_is_retried_pair_by_pair_so_one_bad_pair_cost
     assert not outcome.failed
     for pair in pairs:
         assert_second_bars_are_the_simulators(pair, T0, T0 + 6_000, str(pair))
+
+
+def test_ticks_fire_just_after_a_second_becomes_closable_and_at_once_when_behind(settings, monkeypatch):
+    settings.INGESTION_LAG_MS = 1000
+    monkeypatch.setattr(ingestion.time, "time", lambda: 1_000_000.350)
+    assert ingestion._until_next_tick(1.0, 0.2) == pytest.approx(0.75)  # at .100: 1 s lag + 100 ms
+    assert ingestion._until_next_tick(1.0, 1.3) == 0.05
