@@ -230,9 +230,15 @@ class DetectorEngine:
                 self.records[side] = keep
                 self._by_price = {}
         if not self._by_price:
+            by_price = self._by_price = {}
             for side in ("bid", "ask"):
                 for r in self.records[side]:
-                    self._by_price.setdefault((side, r.price), []).append(r)
+                    key = (side, r.price)
+                    found = by_price.get(key)
+                    if found is None:
+                        by_price[key] = [r]
+                    else:
+                        found.append(r)
         if len(self._mid_ts) > 4000:
             lim2 = ts - 60_000
             i = bisect_left(self._mid_ts, lim2)

@@ -46,7 +46,7 @@ def reach_pct(bids, asks) -> float | None:
 
 
 def _levels(raw) -> tuple[tuple[float, float], ...]:
-    return tuple((float(p), float(q)) for p, q in raw)
+    return tuple([(float(p), float(q)) for p, q in raw])  # a list first: faster than a generator
 
 
 class BinanceCodec:
