@@ -1,7 +1,7 @@
 """`make run-full` starts the whole full mode with one command, as a user would run it:
-the web process, a Celery worker and beat (honcho, Procfile) against PostgreSQL and
-Redis with the seeded demo; live bars ingested by the worker reach the API; Ctrl-C stops
-all three."""
+the web process, the Celery workers (one per core, each an ingestion loop) and beat (honcho,
+Procfile) against PostgreSQL and Redis with the seeded demo; live bars ingested by the
+workers reach the API; Ctrl-C stops them all."""
 
 import os
 import re

@@ -152,3 +152,10 @@ def test_ticks_fire_just_after_a_second_becomes_closable_and_at_once_when_behind
     monkeypatch.setattr(ingestion.time, "time", lambda: 1_000_000.350)
     assert ingestion._until_next_tick(1.0, 0.2) == pytest.approx(0.75)  # at .100: 1 s lag + 100 ms
     assert ingestion._until_next_tick(1.0, 1.3) == 0.05
+
+
+def test_staff_see_the_running_ingestion_processes_and_the_pairs_each_holds(pairs, admin_client):
+    worker_heartbeat(owner="A"), claim("A")
+    page = admin_client.get("/admin/streaming/ingestionworker/")
+    assert page.status_code == 200
+    assert b"A" in page.content and b"<td class=\"field-pairs_held\">12</td>" in page.content
