@@ -603,6 +603,7 @@ class LoopingBinanceExchange(ReplayingExchange):
                 self.symbols[symbol.name] = symbol
                 for kind, suffix in STREAM_SUFFIX.items():
                     self._by_stream[f"{symbol.name.lower()}@{suffix}"] = (symbol, kind)
+        self.symbols = dict(sorted(self.symbols.items()))
         await super()._start()
 
     def symbol_infos(self) -> list[dict]:
