@@ -8,7 +8,9 @@ only from outside, as a customer and staff drive it.
 For each N of BENCH_SCALE_PAIRS, in order, until one breaks (bar lag p99 over 2 s):
 
 1. A fresh database (CREATE DATABASE through BENCH_DATABASE_URL, dropped after) and the
-   Redis of BENCH_REDIS_URL (Celery's queue purged first; a cache prefix of the run's own).
+   Redis database of BENCH_REDIS_URL, which must be the benchmark's own: its Celery queue is
+   purged before each run (a run's fresh database reuses the pair ids of the last one, so a
+   task the last run left would act on the new pairs); the cache gets a prefix of the run's own.
 2. The load generator, a process of its own: `python -m tests.venues.server --symbols N`
    (LoopingBinanceExchange: S001USDT.. replaying BTCUSDT / ETHUSDT at spread phases,
    looped). Its CPU is reported apart.
