@@ -8,7 +8,9 @@ only from outside, as a customer and staff drive it.
 For each N of BENCH_SCALE_PAIRS, in order, until one breaks (bar lag p99 over 2 s):
 
 1. A fresh database (CREATE DATABASE through BENCH_DATABASE_URL, dropped after) and the
-   Redis of BENCH_REDIS_URL (Celery's queue purged first; a cache prefix of the run's own).
+   Redis database of BENCH_REDIS_URL, which must be the benchmark's own: its Celery queue is
+   purged before each run (a run's fresh database reuses the pair ids of the last one, so a
+   task the last run left would act on the new pairs); the cache gets a prefix of the run's own.
 2. The load generator, a process of its own: `python -m tests.venues.server --symbols N`
    (LoopingBinanceExchange: S001USDT.. replaying BTCUSDT / ETHUSDT at spread phases,
    looped). Its CPU is reported apart.
@@ -34,9 +36,12 @@ Figures per N (the window's):
   pairs' newest stored second is read every 200 ms (one statement, the ORM's own query of
   the second-bar model); every second up to it is taken as visible at the start of the
   statement that first saw it (a committed row is visible to a statement started after
-  the commit), so the lag is an upper bound at most 200 ms (plus the statement's queueing)
-  above the commit. A bar still not visible when the poll ends counts with the lag it had
-  then (a lower bound), so falling behind cannot hide.
+  the commit), so that bound is at most 200 ms (plus the statement's queueing) above the
+  commit. A bar is pushed on SSE only once committed, so its receipt by the SSE client is
+  another upper bound: the lag uses the earlier of the two (the SSE receipt when the live
+  path is quick, the poll when it is not). A bar still not visible when the poll ends
+  counts with the lag it had then (a lower bound), so falling behind cannot hide. (Exact
+  commit times would need track_commit_timestamp, a server restart.)
 * missing or doubled: the pairs' stored seconds over the window, read back through the API
   snapshot: a second twice, or absent between the pair's first and last stored second and
   outside the gaps its /status reports; a bar delivered twice on one SSE stream.
@@ -296,7 +301,7 @@ class NewestSecondPoll:
 
         self.conn = psycopg.connect(database_url, autocommit=True)
         self.backend_pid = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-        self.sql, self.params, self.pair_of_id = sql.replace("%s", "%s"), params, pair_of_id
+        self.sql, self.params, self.pair_of_id = sql, params, pair_of_id
         self.latest: dict[str, int] = {}
         self.seen: dict[str, dict[int, float]] = {name: {} for name in pair_of_id.values()}
         self.stopped = threading.Event()
@@ -472,7 +477,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         result.live_s = [live_at[name] - subscribed[name] for name in live_at]
         result.never_live = pairs - len(live_at)
         if result.never_live:
-            result.error = f"{result.never_live} of {pairs} pairs not live within the wait"
+            result.error = (f"{result.never_live} of {pairs} pairs not live within the wait "
+                            f"(logs kept: {honcho.log}, {exchange.log})")
             return result
         time.sleep(settle_s)
 
@@ -556,9 +562,13 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         result.sse_reconnects = sse_bars.pop("__reconnects__", 0)
         for name in names:
             seen = poll.seen[name]
+            received_at: dict[int, float] = {}
+            for ts, at in sse_bars.get(name, []):
+                received_at[ts] = min(at, received_at.get(ts, at))
             for second in range(first_second, last_end, 1000):
-                visible = seen.get(second)
-                result.lag_ms.append((visible if visible is not None else poll_end) - (second + 1000))
+                # a bar is pushed on SSE once committed: its receipt bounds the commit too
+                bounds = [t for t in (seen.get(second), received_at.get(second)) if t is not None]
+                result.lag_ms.append(min(bounds, default=poll_end) - (second + 1000))
             stored = client.post(f"/api/v1/streams/binance/{name}/USDT/snapshot", json={
                 "metrics": ["trade"], "granularity": "second", "from_ms": first_second,
                 "to_ms": last_end}).json()
@@ -579,6 +589,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 result.sse_after_second_ms.append(at - (ts + 1000))
                 if ts in seen:
                     result.sse_after_database_ms.append(at - seen[ts])
+        for group in (exchange, honcho, sse):  # a run that went through keeps no logs
+            stack.callback(group.log.unlink, missing_ok=True)
         return result
 
 
@@ -674,7 +686,7 @@ def row_for(result: ScaleResult) -> dict:
     cores = result.cpu_cores
     hours = result.pairs * result.seconds / 3600
     value = (f"bar lag p50 {_s(percentile(result.lag_ms, 50))} / p99 {_s(percentile(result.lag_ms, 99))} "
-             f"({len(result.lag_ms)} bars, polled every {POLL_SECONDS * 1000:.0f} ms); "
+             f"({len(result.lag_ms)} bars; first seen by a {POLL_SECONDS * 1000:.0f} ms poll or on SSE); "
              f"live {statistics.median(result.live_s):.1f} s after subscribing (max {max(result.live_s):.1f} s, "
              f"READY {result.ready}/{n}); "
              f"missing {result.missing}, doubled {result.doubled_stored} stored / {result.doubled_sse} on SSE; "

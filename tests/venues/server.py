@@ -6,6 +6,11 @@ REST on 127.0.0.1. Tests point the live adapter at it through the configurable U
         venue.ws_url, venue.rest_url
         venue.drop_connections(); venue.inject_gap("BTCUSDT"); venue.silence(5)
 
+`LoopingBinanceExchange` (below) is the same server serving N symbols from the two Binance
+recordings in a loop, for the scale benchmark (bench/bench_scale.py); run alone it is
+`python -m tests.venues.server --symbols N --port P`. Its rules are in its docstring; the
+rules here are ReplayingExchange's.
+
 Rules:
 * One timeline, like the real exchange: replay starts when the server starts, paced by
   the recorded receive times (`speed` 1.0 = real time); a client that connects late
@@ -598,6 +603,7 @@ class LoopingBinanceExchange(ReplayingExchange):
                 self.symbols[symbol.name] = symbol
                 for kind, suffix in STREAM_SUFFIX.items():
                     self._by_stream[f"{symbol.name.lower()}@{suffix}"] = (symbol, kind)
+        self.symbols = dict(sorted(self.symbols.items()))
         await super()._start()
 
     def symbol_infos(self) -> list[dict]:
