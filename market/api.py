@@ -21,7 +21,7 @@ from config.api.renderers import RENDER
 
 from . import series
 from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, ranked_assets_on, series_rows,
-                        series_rows_if_recent)
+                        series_rows_on_loop)
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
 
@@ -180,10 +180,11 @@ class SpreadView(SeriesView):
 
 def series_on_loop(view_class: type[SeriesView]):
     """The view's answer to a plain request on the event loop (config/loop.py): a key,
-    account, pair and closed range this process read lately, a valid body. Counted with
-    its body as it leaves, as the view's answers are. None for anything else: a parameter
-    to refuse, a range reaching into the current period, a month used up (the view answers
-    the 429), a format to negotiate, a plan without the API."""
+    account and pair this process read lately, a valid body; the rows are the view's
+    (`series_rows_on_loop`: the same statement and rows, a closed range reused under the
+    same rules). Counted with its body as it leaves, as the view's answers are. None for
+    anything else: a parameter to refuse, a month used up (the view answers the 429), a
+    format to negotiate, a plan without the API."""
     view, allow = view_class(), loop.allow_header(view_class)
     declared = view.inputs["POST"]._declared_fields
 
@@ -201,9 +202,9 @@ def series_on_loop(view_class: type[SeriesView]):
         except (ApiError, ValidationError):
             return None
         pair = pair_by_symbol_if_recent(exchange=given["exchange"], symbol=given["symbol"])
-        rows = series_rows_if_recent(**view.rows_query(given, pair)) if pair is not None else None
-        if rows is None:
+        if pair is None:
             return None
+        rows = await series_rows_on_loop(**view.rows_query(given, pair))
         body = RENDER[fmt](view.document(given, pair, rows))
         response = loop.finish(request, body, fmt, allow)
         try:
