@@ -93,6 +93,20 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
             yield Bar(**dict(zip(columns, row)))
 
 
+_BARS_PAGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def bars_page(*, pair_id: int, granularity: str, columns: tuple[str, ...], after_ms: int, to_ms: int,
+              limit: int) -> list[tuple]:
+    """Up to `limit` stored bars with after_ms < ts_ms < to_ms in time order, as tuples of
+    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary."""
+    sql = _BARS_PAGE_SQL.get((granularity, columns))
+    if sql is None:
+        sql = _BARS_PAGE_SQL[granularity, columns] = (
+            _bars_range_sql(granularity, columns).replace("ts_ms >= %s", "ts_ms > %s") + " LIMIT %s")
+    return fetch_prepared(sql, [pair_id, after_ms, to_ms, limit], binary=True)
+
+
 # A client polling a month of daily candles asks for the same closed bars again and again:
 # the fetch and the rows were half of a counted request's server CPU (docs/DECISIONS.md).
 # Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (92 days of hours, the longest
@@ -122,7 +136,7 @@ def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, f
     parts = []
     for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
         def load(statement=statement) -> list[dict]:
-            return series.rows(fetch_prepared(*statement), metric, resolution, keep=keep, rounding=pair.rounding)
+            return series.rows(fetch_prepared(*statement, binary=True), metric, resolution, keep=keep, rounding=pair.rounding)
 
         parts.append(load() if key is None else _recent_history.get(key, load))
     return _joined(parts)
@@ -137,7 +151,7 @@ async def series_rows_on_loop(*, pair: Pair, metric: str, granularity: str, reso
     for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
         found = None if key is None else _recent_history.fresh(key)
         if found is None:
-            found = series.rows(await fetch_prepared_on_loop(*statement), metric, resolution, keep=keep,
+            found = series.rows(await fetch_prepared_on_loop(*statement, binary=True), metric, resolution, keep=keep,
                                 rounding=pair.rounding)
             if key is not None:
                 _recent_history.put(key, found)

@@ -259,7 +259,7 @@ def history_window(settings, monkeypatch):
 
     selectors._recent_history.clear()
     fetches, read = [], selectors.fetch_prepared
-    monkeypatch.setattr(selectors, "fetch_prepared", lambda *args: fetches.append(args) or read(*args))
+    monkeypatch.setattr(selectors, "fetch_prepared", lambda *args, **kwargs: fetches.append(args) or read(*args, **kwargs))
     return clock, fetches
 
 
