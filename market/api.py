@@ -18,6 +18,7 @@ from config import clock, loop
 from config.api import params
 from config.api.errors import ApiError, InvalidParameter
 from config.api.renderers import RENDER
+from config.recent import RecentLookups
 
 from . import series
 from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, ranked_assets_on, series_rows,
@@ -178,6 +179,24 @@ class SpreadView(SeriesView):
         return super().post(request)
 
 
+# The rows of a closed range are shared for HISTORY_CACHE_SECONDS (market.selectors), and so
+# is the body encoded from them: encoding 720 hourly rows cost as much as the rest of the
+# loop's answer (docs/BENCHMARKS.md). A body is reused only with the very rows it was made
+# of (the same list, not an equal one), so it is never older than they are; at most 16 MB.
+_recent_bodies = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=16 * 2**20, size=lambda kept: len(kept[1]))
+
+
+def _encoded(fmt: str, document: dict) -> bytes:
+    """RENDER[fmt](document), reusing the body of the same meta and the same rows."""
+    key = (fmt, *(tuple(value) if isinstance(value, list) else value for value in document["meta"].values()))
+    kept = _recent_bodies.fresh(key)
+    if kept is not None and kept[0] is document["data"]:
+        return kept[1]
+    body = RENDER[fmt](document)
+    _recent_bodies.put(key, (document["data"], body))
+    return body
+
+
 def series_on_loop(view_class: type[SeriesView]):
     """The view's answer to a plain request on the event loop (config/loop.py): a key,
     account and pair this process read lately, a valid body; the rows are the view's
@@ -205,7 +224,7 @@ def series_on_loop(view_class: type[SeriesView]):
         if pair is None:
             return None
         rows = await series_rows_on_loop(**view.rows_query(given, pair))
-        body = RENDER[fmt](view.document(given, pair, rows))
+        body = _encoded(fmt, view.document(given, pair, rows))
         response = loop.finish(request, body, fmt, allow)
         try:
             counted = await metering.count_served_on_loop(month, len(body))
