@@ -182,8 +182,11 @@ class SpreadView(SeriesView):
 # The rows of a closed range are shared for HISTORY_CACHE_SECONDS (market.selectors), and so
 # is the body encoded from them: encoding 720 hourly rows cost as much as the rest of the
 # loop's answer (docs/BENCHMARKS.md). A body is reused only with the very rows it was made
-# of (the same list, not an equal one), so it is never older than they are; at most 16 MB.
-_recent_bodies = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=16 * 2**20, size=lambda kept: len(kept[1]))
+# of (the same list, not an equal one), so it is never older than they are. It holds those
+# rows too: at most 32 MB of bodies and rows (~600 B a row) in all.
+_ROW_BYTES = 600
+_recent_bodies = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=32 * 2**20,
+                               size=lambda kept: len(kept[1]) + _ROW_BYTES * len(kept[0]))
 
 
 def _encoded(fmt: str, document: dict) -> bytes:

@@ -301,3 +301,21 @@ def test_a_range_of_more_bars_than_the_cache_keeps_is_read_every_time(btc, histo
         series_rows(pair=btc, metric="candlestick", granularity="hour", resolution="hourly",
                     from_ms=JAN1, to_ms=JAN1 + (HISTORY_CACHE_MAX_BARS + 1) * HOUR_MS)
     assert len(fetches) == 2
+
+
+def test_an_encoded_series_body_is_reused_only_with_the_very_rows_it_was_made_of(settings, monkeypatch):
+    """The loop's answers reuse a body encoded from shared rows, never past those rows: a
+    new read of the range (another list, even with other values) is encoded again."""
+    from market import api
+
+    settings.HISTORY_CACHE_SECONDS = 1.0
+    api._recent_bodies.clear()
+    encoded = []
+    monkeypatch.setitem(api.RENDER, "json", lambda document: encoded.append(1) or orjson.dumps(document))
+    meta = {"symbol": "BTC-USDT", "sides": ["ohlc"], "count": 1}
+    rows = [{"date": "2024-01-01", "open": 1.0}]
+    first = api._encoded("json", {"meta": meta, "data": rows})
+    assert api._encoded("json", {"meta": dict(meta), "data": rows}) is first and len(encoded) == 1
+    corrected = [{"date": "2024-01-01", "open": 2.0}]
+    assert b"2.0" in api._encoded("json", {"meta": meta, "data": corrected}) and len(encoded) == 2
+    assert api._encoded("json", {"meta": meta, "data": list(corrected)}) and len(encoded) == 3
