@@ -76,6 +76,8 @@ def run() -> list[dict]:
         "counted candlestick hourly 30 days to today (the current hour read every time), JSON": (
             "/api/v1/market/candlestick", open_hours),
         "GET /api/v1/me/usage": ("/api/v1/me/usage", None),
+        "GET /api/v1/streams/binance/BTC/USDT/status": ("/api/v1/streams/binance/BTC/USDT/status", None),
+        "GET /api/v1/streams/binance/BTC/USDT/live": ("/api/v1/streams/binance/BTC/USDT/live", None),
     }
     try:
         key = seed_demo_key(env, history_days=400)
