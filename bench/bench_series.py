@@ -44,10 +44,16 @@ def _history(env: dict, given: bool) -> str:
     import psycopg
 
     with psycopg.connect(env["DATABASE_URL"]) as conn:
-        held = dict(conn.execute("SELECT relname, reltuples::bigint FROM pg_class WHERE relname IN "
-                                 "('market_secondbar', 'market_hourbar') AND relkind IN ('r', 'p')").fetchall())
-    return (f"{held.get('market_secondbar', 0) / 1e6:.1f} M second bars, "
-            f"{held.get('market_hourbar', 0) / 1e6:.1f} M hour bars stored")
+        seconds, hours = stored_rows(conn, "market_secondbar"), stored_rows(conn, "market_hourbar")
+    return f"{seconds / 1e6:.1f} M second bars, {hours / 1e6:.1f} M hour bars stored"
+
+
+def stored_rows(conn, table: str) -> int:
+    """The rows a table holds as PostgreSQL last counted them (ANALYZE), over its
+    partitions if it is partitioned."""
+    return int(conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class WHERE oid = %s::regclass "
+                            "OR oid IN (SELECT relid FROM pg_partition_tree(%s::regclass) WHERE isleaf)",
+                            (table, table)).fetchone()[0])
 
 
 def run() -> list[dict]:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_metering import _database, seed_demo_key  # noqa: E402
+from bench_series import stored_rows  # noqa: E402
 
 DAY_MS = 86_400_000
 GOAL_RATIO = 3.0
@@ -77,7 +78,7 @@ def _synthesized_day(env: dict) -> tuple[str, int, int, int]:
                                 "JOIN market_asset b ON b.id = p.base_id WHERE e.slug = 'synthetic' "
                                 "AND b.symbol = 'SYN001'").fetchone()
         last, = conn.execute("SELECT MAX(ts_ms) FROM market_secondbar WHERE pair_id = %s", (pair_id,)).fetchone()
-        held, = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'market_secondbar'").fetchone()
+        held = stored_rows(conn, "market_secondbar")
     end = last + 1000
     return key, end - DAY_MS, end, pair_id, held
 
