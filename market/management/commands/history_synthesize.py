@@ -46,6 +46,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {index + 1}/{pairs} pairs, {sum(written.values()):,} bars, {elapsed:.0f} s")
         elapsed = time.perf_counter() - started
         total = sum(written.values())
-        self.stdout.write(f"{pairs} pairs to {end_ms}: {written['second']:,} second, {written['minute']:,} minute, "
-                          f"{written['hour']:,} hour, {written['day']:,} day bars in {elapsed:.1f} s "
-                          f"({total / elapsed:,.0f} bars/s)")
+        if verbosity:
+            self.stdout.write(f"{pairs} pairs to {end_ms}: {written['second']:,} second, {written['minute']:,} minute, "
+                              f"{written['hour']:,} hour, {written['day']:,} day bars in {elapsed:.1f} s "
+                              f"({total / elapsed:,.0f} bars/s)")
