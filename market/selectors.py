@@ -136,7 +136,8 @@ def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, f
     parts = []
     for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
         def load(statement=statement) -> list[dict]:
-            return series.rows(fetch_prepared(*statement, binary=True), metric, resolution, keep=keep, rounding=pair.rounding)
+            return series.rows(fetch_prepared(*statement, binary=True), metric, resolution, keep=keep,
+                               rounding=pair.rounding)
 
         parts.append(load() if key is None else _recent_history.get(key, load))
     return _joined(parts)

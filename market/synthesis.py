@@ -239,7 +239,8 @@ def copy_rows(columns: dict[str, np.ndarray], names: list[str], types: list[str]
             values = constants[name] if name in constants else columns[name][rows]
             if np.dtype(BINARY_TYPES[kind]).kind == "i":
                 limit = np.iinfo(BINARY_TYPES[kind])
-                if not isinstance(values, int) and values.size and (values.min() < limit.min or values.max() > limit.max):
+                if not isinstance(values, int) and values.size and (
+                        values.min() < limit.min or values.max() > limit.max):
                     raise OverflowError(f"{name} does not fit a PostgreSQL {kind}")
             record[name] = values
         out.append(record.tobytes())

@@ -72,7 +72,8 @@ def test_bars_keep_bar_s_rules_with_nulls_where_nothing_traded_or_quoted(history
             assert bar.bid_price is bar.spread_bps_min is None
         assert bar.bid_depth > 0 and bar.ask_depth > 0 and bar.bid_notional_sum > 0
     # the book is sampled once a second
-    assert {bar.book_samples for bar in seconds} == {1} and {bar.book_samples for bar in stored(HourBar, pair)} == {3600}
+    assert {bar.book_samples for bar in seconds} == {1}
+    assert {bar.book_samples for bar in stored(HourBar, pair)} == {3600}
 
 
 def test_coarser_bars_are_the_merge_of_the_finer_ones(history):

@@ -259,7 +259,8 @@ def history_window(settings, monkeypatch):
 
     selectors._recent_history.clear()
     fetches, read = [], selectors.fetch_prepared
-    monkeypatch.setattr(selectors, "fetch_prepared", lambda *args, **kwargs: fetches.append(args) or read(*args, **kwargs))
+    monkeypatch.setattr(selectors, "fetch_prepared",
+                        lambda *args, **kwargs: fetches.append(args) or read(*args, **kwargs))
     return clock, fetches
 
 
@@ -287,7 +288,8 @@ def test_a_range_reaching_into_the_current_period_reads_that_period_every_time(b
     monkeypatch.setattr("config.clock.now_ms", lambda: JAN1 + 30 * DAY_MS + HOUR_MS)  # Jan 31, 01:00
     first = _january_rows(btc)
     assert len(fetches) == 2 and len(first) == 31
-    assert [fetched[1][1:] for fetched in fetches] == [[JAN1, JAN1 + 30 * DAY_MS], [JAN1 + 30 * DAY_MS, JAN1 + 31 * DAY_MS]]
+    assert [fetched[1][1:] for fetched in fetches] == [[JAN1, JAN1 + 30 * DAY_MS],
+                                                       [JAN1 + 30 * DAY_MS, JAN1 + 31 * DAY_MS]]
     bars_write(pair=btc, granularity="hour", bars=[trade_bar(JAN1 + 30 * DAY_MS, [50000.0, 50001.0])])
     again = _january_rows(btc)
     assert len(fetches) == 3 and again[:30] == first[:30] and again[30]["high"] == 50001.0
