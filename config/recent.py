@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -15,10 +16,20 @@ class RecentLookups:
 
     MAX_ENTRIES = 100_000  # keys come from requests (typos included): bound the memory
 
-    def __init__(self, seconds_setting: str, *, max_entries: int = MAX_ENTRIES):
+    def __init__(self, seconds_setting: str, *, max_entries: int = MAX_ENTRIES, size: Callable | None = None):
+        """`size`: what an answer counts for against max_entries (default 1 each), for
+        answers whose sizes differ widely."""
         self.seconds_setting = seconds_setting
         self.max_entries = max_entries
+        self._size = size
+        self._held = 0
+        self._lock = threading.Lock()  # the count of what is held
         self._entries: dict[tuple, tuple[float, object]] = {}
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._held = 0
 
     def fresh(self, key: tuple, missing=None):
         """The answer kept for `key` if it is still within its time, else `missing`; never
@@ -44,8 +55,25 @@ class RecentLookups:
             if entry is not None:
                 self._entries[key] = entry
             raise
-        if seconds > 0:
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-            self._entries[key] = (now, value)
+        self._keep(key, now, value, seconds)
         return value
+
+    def put(self, key: tuple, value) -> None:
+        """Keep `value` as the answer for `key` from now (for code on the event loop, which
+        loads its own way)."""
+        self._keep(key, time.monotonic(), value, getattr(settings, self.seconds_setting))
+
+    def _keep(self, key: tuple, now: float, value, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        size = 1 if self._size is None else self._size(value)
+        with self._lock:
+            old = self._entries.get(key)
+            if old is not None:
+                self._held -= 1 if self._size is None else self._size(old[1])
+            if self._held + size > self.max_entries:
+                self._entries.clear()
+                self._held = 0
+            if size <= self.max_entries:
+                self._entries[key] = (now, value)
+                self._held += size

@@ -18,10 +18,11 @@ from config import clock, loop
 from config.api import params
 from config.api.errors import ApiError, InvalidParameter
 from config.api.renderers import RENDER
+from config.recent import RecentLookups
 
 from . import series
 from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, ranked_assets_on, series_rows,
-                        series_rows_if_recent)
+                        series_rows_on_loop)
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
 
@@ -178,12 +179,34 @@ class SpreadView(SeriesView):
         return super().post(request)
 
 
+# The rows of a closed range are shared for HISTORY_CACHE_SECONDS (market.selectors), and so
+# is the body encoded from them: encoding 720 hourly rows cost as much as the rest of the
+# loop's answer (docs/BENCHMARKS.md). A body is reused only with the very rows it was made
+# of (the same list, not an equal one), so it is never older than they are. It holds those
+# rows too: at most 32 MB of bodies and rows (~600 B a row) in all.
+_ROW_BYTES = 600
+_recent_bodies = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=32 * 2**20,
+                               size=lambda kept: len(kept[1]) + _ROW_BYTES * len(kept[0]))
+
+
+def _encoded(fmt: str, document: dict) -> bytes:
+    """RENDER[fmt](document), reusing the body of the same meta and the same rows."""
+    key = (fmt, *(tuple(value) if isinstance(value, list) else value for value in document["meta"].values()))
+    kept = _recent_bodies.fresh(key)
+    if kept is not None and kept[0] is document["data"]:
+        return kept[1]
+    body = RENDER[fmt](document)
+    _recent_bodies.put(key, (document["data"], body))
+    return body
+
+
 def series_on_loop(view_class: type[SeriesView]):
     """The view's answer to a plain request on the event loop (config/loop.py): a key,
-    account, pair and closed range this process read lately, a valid body. Counted with
-    its body as it leaves, as the view's answers are. None for anything else: a parameter
-    to refuse, a range reaching into the current period, a month used up (the view answers
-    the 429), a format to negotiate, a plan without the API."""
+    account and pair this process read lately, a valid body; the rows are the view's
+    (`series_rows_on_loop`: the same statement and rows, a closed range reused under the
+    same rules). Counted with its body as it leaves, as the view's answers are. None for
+    anything else: a parameter to refuse, a month used up (the view answers the 429), a
+    format to negotiate, a plan without the API."""
     view, allow = view_class(), loop.allow_header(view_class)
     declared = view.inputs["POST"]._declared_fields
 
@@ -201,10 +224,10 @@ def series_on_loop(view_class: type[SeriesView]):
         except (ApiError, ValidationError):
             return None
         pair = pair_by_symbol_if_recent(exchange=given["exchange"], symbol=given["symbol"])
-        rows = series_rows_if_recent(**view.rows_query(given, pair)) if pair is not None else None
-        if rows is None:
+        if pair is None:
             return None
-        body = RENDER[fmt](view.document(given, pair, rows))
+        rows = await series_rows_on_loop(**view.rows_query(given, pair))
+        body = _encoded(fmt, view.document(given, pair, rows))
         response = loop.finish(request, body, fmt, allow)
         try:
             counted = await metering.count_served_on_loop(month, len(body))

@@ -38,6 +38,10 @@ def significant(value: float, digits: int) -> float:
     return float(f"{value:.{digits}g}")
 
 
+def _unchanged(value):
+    return value
+
+
 class Rounding:
     """Rounds a served row in place (see the module's rules)."""
 
@@ -66,6 +70,17 @@ class Rounding:
             how, digits = rule
             row[name] = round(value, digits) if how == "d" else (significant(value, digits) if value else 0.0)
         return row
+
+    def rounder(self, name: str):
+        """The rule `row` applies to the field `name`, as a function of one value."""
+        rule = self._plan.get(name)
+        if rule is None:
+            return _unchanged
+        how, digits = rule
+        if how == "d":
+            return lambda value: value if value is None or value.__class__ is int else round(value, digits)
+        return lambda value: (value if value is None or value.__class__ is int
+                              else significant(value, digits) if value else 0.0)
 
     def price(self, value: float | None) -> float | None:
         return self.row({"close": value})["close"]

@@ -8,11 +8,11 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from config import clock
-from config.db import fetch_prepared
+from config.db import fetch_prepared, fetch_prepared_on_loop
 from config.recent import RecentLookups
 
 from . import series
-from .bars import BAR_FIELDS, GRANULARITY_MS, Bar
+from .bars import BAR_FIELDS, GRANULARITY_MS, Bar, floor_ms
 from .models import BAR_MODELS, Asset, Exchange, Pair
 
 
@@ -93,45 +93,93 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
             yield Bar(**dict(zip(columns, row)))
 
 
+_BARS_PAGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def bars_page(*, pair_id: int, granularity: str, columns: tuple[str, ...], after_ms: int, to_ms: int,
+              limit: int) -> list[tuple]:
+    """Up to `limit` stored bars with after_ms < ts_ms < to_ms in time order, as tuples of
+    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary."""
+    sql = _BARS_PAGE_SQL.get((granularity, columns))
+    if sql is None:
+        sql = _BARS_PAGE_SQL[granularity, columns] = (
+            _bars_range_sql(granularity, columns).replace("ts_ms >= %s", "ts_ms > %s") + " LIMIT %s")
+    return fetch_prepared(sql, [pair_id, after_ms, to_ms, limit], binary=True)
+
+
 # A client polling a month of daily candles asks for the same closed bars again and again:
 # the fetch and the rows were half of a counted request's server CPU (docs/DECISIONS.md).
-# Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (a year of days), and at most
-# 128 of them (~0.4 MB each at most), so the memory stays bounded whatever clients ask.
-_recent_history = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=128)
-HISTORY_CACHE_MAX_BARS = 400
+# Closed ranges only, of at most HISTORY_CACHE_MAX_BARS bars (92 days of hours, the longest
+# hourly request), and at most HISTORY_CACHE_TOTAL_BARS rows kept in all (~0.5 KB each), so
+# the memory stays bounded whatever clients ask.
+HISTORY_CACHE_MAX_BARS = 92 * 24
+HISTORY_CACHE_TOTAL_BARS = 128 * 400
+_recent_history = RecentLookups("HISTORY_CACHE_SECONDS", max_entries=HISTORY_CACHE_TOTAL_BARS, size=len)
+
+
+def _series_statement(pair: Pair, metric: str, granularity: str, from_ms: int, to_ms: int) -> tuple[str, list]:
+    """The statement (written once per bar table and metric) and parameters of a series'
+    bars: only the metric's columns, in time order."""
+    columns = series.METRICS[metric]["columns"]
+    sql = _BARS_RANGE_SQL.get((granularity, columns))
+    if sql is None:
+        sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
+    return sql, [pair.pk, from_ms, to_ms]
 
 
 def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int, to_ms: int,
                 keep: tuple[str, ...] | None = None) -> list[dict]:
-    """The rows of a series endpoint for the pair's bars with from_ms <= ts_ms < to_ms. When
-    every bar of the range has ended, the answer is shared by the requests of this process
-    for up to HISTORY_CACHE_SECONDS (a late bar or a correction reaches it within that):
-    read it, never change it. A range reaching into the current period is read every time."""
-    def load() -> list[dict]:
-        bars = bars_range(pair=pair, granularity=granularity, from_ms=from_ms, to_ms=to_ms,
-                          columns=series.METRICS[metric]["columns"])
-        return series.rows(bars, metric, resolution, keep=keep, rounding=pair.rounding)
+    """The rows of a series endpoint for the pair's bars with from_ms <= ts_ms < to_ms. The
+    rows of periods that have ended are shared by the requests of this process for up to
+    HISTORY_CACHE_SECONDS (a late bar or a correction reaches them within that): read
+    them, never change them. The current period's bar is read every time."""
+    parts = []
+    for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
+        def load(statement=statement) -> list[dict]:
+            return series.rows(fetch_prepared(*statement, binary=True), metric, resolution, keep=keep,
+                               rounding=pair.rounding)
 
-    key = _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep)
-    return load() if key is None else _recent_history.get(key, load)
-
-
-def series_rows_if_recent(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int, to_ms: int,
-                          keep: tuple[str, ...] | None = None) -> list[dict] | None:
-    """`series_rows`' answer if this process read that closed range within
-    HISTORY_CACHE_SECONDS, else None (no database read: for an answer served on the event
-    loop)."""
-    key = _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep)
-    return None if key is None else _recent_history.fresh(key)
+        parts.append(load() if key is None else _recent_history.get(key, load))
+    return _joined(parts)
 
 
-def _closed_history_key(pair, metric, granularity, resolution, from_ms, to_ms, keep) -> tuple | None:
-    """The key a range's rows are shared under; None for a range reaching into the current
-    period or longer than HISTORY_CACHE_MAX_BARS (read every time)."""
-    if to_ms > clock.now_ms() or (to_ms - from_ms) // GRANULARITY_MS[granularity] > HISTORY_CACHE_MAX_BARS:
-        return None
-    return (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms, to_ms,
-            keep)
+async def series_rows_on_loop(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int,
+                              to_ms: int, keep: tuple[str, ...] | None = None) -> list[dict]:
+    """`series_rows` for code on the event loop: the same statements made with psycopg's
+    async pool (config.db.fetch_prepared_on_loop, PostgreSQL only), the same rows, kept
+    and reused under the same rules."""
+    parts = []
+    for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
+        found = None if key is None else _recent_history.fresh(key)
+        if found is None:
+            found = series.rows(await fetch_prepared_on_loop(*statement, binary=True), metric, resolution, keep=keep,
+                                rounding=pair.rounding)
+            if key is not None:
+                _recent_history.put(key, found)
+        parts.append(found)
+    return _joined(parts)
+
+
+def _joined(parts: list[list[dict]]) -> list[dict]:
+    """One list of the parts' rows; a single part as it is (a shared answer stays shared)."""
+    return parts[0] if len(parts) == 1 else [row for part in parts for row in part]
+
+
+def _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep) -> list[tuple[tuple, tuple | None]]:
+    """The reads a series' rows are made of, in time order, each a statement and the key its
+    rows are shared under (None: read every time): the periods that have ended (shared, if
+    no more than HISTORY_CACHE_MAX_BARS), then the current period (read every time)."""
+    ended = max(from_ms, min(to_ms, floor_ms(clock.now_ms(), granularity)))
+    parts = []
+    if from_ms < ended:
+        key = None
+        if (ended - from_ms) // GRANULARITY_MS[granularity] <= HISTORY_CACHE_MAX_BARS:
+            key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms,
+                   ended, keep)
+        parts.append((_series_statement(pair, metric, granularity, from_ms, ended), key))
+    if ended < to_ms:
+        parts.append((_series_statement(pair, metric, granularity, ended, to_ms), None))
+    return parts
 
 
 def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[str]]]:

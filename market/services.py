@@ -6,6 +6,7 @@ import logging
 import os
 from collections import defaultdict
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
@@ -212,3 +213,111 @@ def history_seed(*, pairs: list[Pair], days: int, now_ms: int, seed: int = 0) ->
             bars_write(pair=by_id[pair_id], granularity="hour", bars=bars)
             written += len(bars)
     return written
+
+
+# -- synthetic history at scale -----------------------------------------------------------
+
+SYNTHETIC_EXCHANGE = "synthetic"
+SYNTHETIC_QUOTE = "USDT"
+
+
+def synthetic_pairs_ensure(*, count: int, seed: int) -> list[tuple[Pair, "object"]]:
+    """The catalog of a synthetic history: `count` pairs SYN001-USDT ... on the exchange
+    "synthetic" (fed by the simulator if ever subscribed), each with the tick and amount
+    increment of its profile (market/synthesis.py). Idempotent."""
+    from . import synthesis
+
+    exchange, _ = Exchange.objects.get_or_create(slug=SYNTHETIC_EXCHANGE, defaults={"name": "Synthetic history"})
+    quote = asset_ensure(SYNTHETIC_QUOTE, "Tether")
+    out = []
+    for index in range(count):
+        prof = synthesis.profile(seed=seed, index=index)
+        base = asset_ensure(f"SYN{index + 1:03d}", f"Synthetic {index + 1}")
+        pair, _ = Pair.objects.update_or_create(exchange=exchange, base=base, quote=quote, defaults={
+            "price_increment": Decimal(1).scaleb(-prof.price_decimals),
+            "amount_increment": Decimal(1).scaleb(-prof.amount_decimals)})
+        out.append((pair, prof))
+    return out
+
+
+def history_synthesize(*, pair: Pair, prof, index: int, seed: int, end_ms: int, second_days: int,
+                       hour_days: int) -> dict[str, int]:
+    """Write one pair's synthetic history ending at end_ms (a whole hour): second bars for
+    the last `second_days` days with their minute and hour roll-ups, hour bars drawn
+    directly before them back to `hour_days` days, day bars rolled up from the hours.
+    Bars the pair already holds in that range are replaced. PostgreSQL takes them by
+    binary COPY of the ORM's bar columns, listed by name (whatever the table's keys);
+    other databases by plain inserts (small sizes). Returns bars written per granularity."""
+    import numpy as np
+
+    from . import synthesis
+
+    if end_ms % GRANULARITY_MS["hour"]:
+        raise ValueError("end_ms must be a whole hour")
+    rng = np.random.default_rng([seed, index, 2])
+    second_start = end_ms - second_days * GRANULARITY_MS["day"]
+    hour_start = min(second_start, end_ms - hour_days * GRANULARITY_MS["day"])
+    hours_before, last = synthesis.bars(prof, rng, start_ms=hour_start,
+                                        count=(second_start - hour_start) // GRANULARITY_MS["hour"],
+                                        step_ms=GRANULARITY_MS["hour"], first_price=prof.price)
+    seconds, _ = synthesis.bars(prof, rng, start_ms=second_start, count=(end_ms - second_start) // 1000,
+                                step_ms=1000, first_price=last)
+    hours = synthesis.concatenate(hours_before, synthesis.roll_up(seconds, GRANULARITY_MS["hour"]))
+    tables = {"second": seconds, "minute": synthesis.roll_up(seconds, GRANULARITY_MS["minute"]), "hour": hours,
+              "day": synthesis.roll_up(hours, GRANULARITY_MS["day"])}
+    day_start = floor_ms(hour_start, "day")
+    with transaction.atomic():
+        for granularity, columns in tables.items():
+            model = BAR_MODELS[granularity]
+            start = day_start if granularity == "day" else (
+                hour_start if granularity == "hour" else second_start)
+            model.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end_ms).delete()
+            _bars_copy(model, pair, columns)
+    return {granularity: int(columns["ts_ms"].size) for granularity, columns in tables.items()}
+
+
+_COPY_CHUNK_ROWS = 100_000
+
+
+def _bars_copy(model, pair: Pair, columns) -> None:
+    """Insert bar columns (market/synthesis.py's arrays) into the model's table by the ORM
+    field names: pair, ts_ms and the other Bar fields."""
+    from django.db import connection
+
+    from . import synthesis
+
+    fields = ["pair", *BAR_FIELDS]
+    names = [model._meta.get_field(name).column for name in fields]
+    table = connection.ops.quote_name(model._meta.db_table)
+    column_list = ", ".join(connection.ops.quote_name(name) for name in names)
+    size = int(columns["ts_ms"].size)
+    data = {model._meta.get_field(name).column: columns[name] for name in BAR_FIELDS}
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                           "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                           [model._meta.db_table])
+            stored = dict(cursor.fetchall())
+            types = [stored[name] for name in names]
+            if all(kind in synthesis.BINARY_TYPES for kind in types):
+                with cursor.copy(f"COPY {table} ({column_list}) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.write(synthesis.COPY_SIGNATURE)
+                    for at in range(0, size, _COPY_CHUNK_ROWS):
+                        chunk = {name: values[at:at + _COPY_CHUNK_ROWS] for name, values in data.items()}
+                        copy.write(synthesis.copy_rows(chunk, names, types, {names[0]: pair.pk}))
+                    copy.write(synthesis.COPY_TRAILER)
+                return
+        rows = _rows_of(data, names[1:], pair.pk)
+        if connection.vendor == "postgresql":  # a column type the binary path does not know: psycopg adapts
+            with cursor.copy(f"COPY {table} ({column_list}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            placeholders = ", ".join(["%s"] * len(names))
+            cursor.executemany(f"INSERT INTO {table} ({column_list}) VALUES ({placeholders})", list(rows))
+
+
+def _rows_of(data, names, pair_id):
+    lists = [[None if value != value else value for value in data[name].tolist()] for name in names]
+    for values in zip(*lists):
+        yield (pair_id, *values)

@@ -16,7 +16,7 @@ from config.api import params
 from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
 from market.models import BAR_MODELS, Pair
-from market.selectors import pair_get, pair_streamable, pairs_streamable
+from market.selectors import bars_page, pair_get, pair_streamable, pairs_streamable
 
 from . import selectors, services, snapshot
 from .models import METRICS
@@ -133,13 +133,11 @@ class StatusView(StreamingView):
 def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply, rounding):
     """Pages of rows by keyset (ts_ms > last), each page its own short query, so the
     response can be streamed without a server-side cursor held across threads."""
-    model = BAR_MODELS[granularity]
     columns, make = snapshot.stored_columns(metrics), snapshot.row_maker(metrics, supply, rounding)
 
     def fetch(after_ms: int) -> list[dict]:
-        rows = (model.objects.filter(pair_id=pair_id, ts_ms__gt=after_ms, ts_ms__lt=to_ms)
-                .order_by("ts_ms").values_list(*columns)[:settings.SNAPSHOT_PAGE_ROWS])
-        return [make(values) for values in rows]
+        return list(map(make, bars_page(pair_id=pair_id, granularity=granularity, columns=columns,
+                                        after_ms=after_ms, to_ms=to_ms, limit=settings.SNAPSHOT_PAGE_ROWS)))
 
     return fetch
 

@@ -2,6 +2,7 @@
 
 from datetime import datetime, timezone
 
+import orjson
 import pytest
 
 from market.bars import DAY_MS, HOUR_MS
@@ -176,21 +177,75 @@ def test_rank_top_needs_streaming(make_account, client_for, btc):
     assert client.get("/api/v1/rank/top?exchange=binance").status_code == 403
 
 
+# The series rows as Bar's derived figures define them (market/bars.py), rounded as
+# market/precision.py serves a row: what the rows computed from the stored columns must equal.
+def _reference_row(bar, metric, keep=None):
+    if metric == "candlestick":
+        values = bar.trade_count and {
+            "open": bar.open, "high": bar.high, "low": bar.low, "close": bar.close,
+            "observation_count": bar.trade_count, "price_sum": bar.price_sum, "price_variance": bar.price_variance}
+    elif metric == "limit_orders":
+        n = bar.book_samples
+        values = n and {"bid_amount": bar.bid_amount_sum / n, "ask_amount": bar.ask_amount_sum / n,
+                        "bid_notional": bar.bid_notional_sum / n, "ask_notional": bar.ask_notional_sum / n,
+                        "bid_orders": bar.bid_orders_sum / n, "ask_orders": bar.ask_orders_sum / n}
+    elif metric == "trades":
+        values = bar.trade_count and {"volume": bar.volume, "buy_volume": bar.buy_volume,
+                                      "sell_volume": bar.sell_volume, "trade_count": bar.trade_count,
+                                      "vwap": bar.vwap}
+    else:
+        values = bar.quote_count and {
+            "bid_price": bar.bid_price, "ask_price": bar.ask_price, "mid_price": bar.mid_price,
+            "spread_bps": bar.spread_bps, "spread_bps_avg": bar.spread_bps_sum / bar.quote_count,
+            "spread_bps_min": bar.spread_bps_min, "spread_bps_max": bar.spread_bps_max}
+    if not values:
+        return None
+    return {k: values[k] for k in keep} if keep else values
+
+
+def _random_bars(rng, count, start_ms, step_ms):
+    """Bars with every kind of gap: no trade, no book, no quote, one side missing, zeros."""
+    from market.bars import BAR_FIELDS, Bar
+
+    bars = []
+    for i in range(count):
+        values = {name: (rng.randint(0, 3) if name.endswith(("count", "samples"))
+                         else rng.randint(0, 500) if name.endswith("orders_sum")
+                         else rng.choice([0.0, rng.uniform(1e-6, 1e5), rng.uniform(1, 100) / 3]))
+                  for name in BAR_FIELDS if name != "ts_ms"}
+        for name in ("open", "high", "low", "close", "bid_price", "ask_price", "spread_bps_min", "spread_bps_max"):
+            if rng.random() < 0.15:
+                values[name] = None
+        bars.append(Bar(ts_ms=start_ms + i * step_ms, **values))
+    return bars
+
+
 @pytest.mark.parametrize("metric", ["candlestick", "limit_orders", "trades", "spread"])
-def test_each_series_reads_only_the_columns_it_fetches(metric):
-    """A series fetches only its metric's columns: its rows from those columns are the rows
-    from the whole bar (a column left out would silently read as Bar's default)."""
+@pytest.mark.parametrize("increments", [(None, None), ("0.01", "0.00001"), ("1", "0.1")])
+def test_each_series_row_from_its_stored_columns_is_bar_s_figures_as_served(metric, increments):
+    """A series fetches only its metric's columns and computes its row from them: the row is
+    Bar's derived figures from the whole bar, rounded as precision.py serves them (a column
+    left out or a figure derived differently would change an answer)."""
     import random
 
     from market import series
-    from market.bars import BAR_FIELDS, Bar
+    from market.precision import Rounding
 
     rng = random.Random(7)
-    whole = [Bar(*(JAN1 + i * DAY_MS if name == "ts_ms" else rng.randint(1, 9) if name.endswith(("count", "samples"))
-                   else rng.uniform(1, 100) for name in BAR_FIELDS)) for i in range(5)]
+    bars = _random_bars(rng, 400, JAN1, HOUR_MS)
+    rounding = Rounding(*increments)
     columns = series.METRICS[metric]["columns"]
-    fetched = [Bar(**{name: getattr(bar, name) for name in columns}) for bar in whole]
-    assert series.rows(fetched, metric, "daily") == series.rows(whole, metric, "daily")
+    sides = [None, *series.LIMIT_ORDER_SIDES.values()] if metric == "limit_orders" else [None]
+    for keep in sides:
+        stored = [tuple(getattr(bar, name) for name in columns) for bar in bars]
+        expected = []
+        for bar in bars:
+            values = _reference_row(bar, metric, keep)
+            if values is not None:
+                expected.append({"date": series.DATE_FORMAT["hourly"](bar.ts_ms), **rounding.row(values)})
+        got = series.rows(stored, metric, "hourly", keep=keep, rounding=rounding)
+        assert orjson.dumps(got) == orjson.dumps(expected)
+        assert [list(row) for row in got] == [list(row) for row in expected]  # the same keys in order
 
 
 @pytest.fixture
@@ -202,9 +257,10 @@ def history_window(settings, monkeypatch):
     monkeypatch.setattr("config.recent.time.monotonic", lambda: clock[0])
     from market import selectors
 
-    selectors._recent_history._entries.clear()
-    fetches, read = [], selectors.bars_range
-    monkeypatch.setattr(selectors, "bars_range", lambda **kwargs: fetches.append(kwargs) or read(**kwargs))
+    selectors._recent_history.clear()
+    fetches, read = [], selectors.fetch_prepared
+    monkeypatch.setattr(selectors, "fetch_prepared",
+                        lambda *args, **kwargs: fetches.append(args) or read(*args, **kwargs))
     return clock, fetches
 
 
@@ -225,12 +281,18 @@ def test_a_closed_range_is_read_once_per_history_window_and_a_correction_shows_a
     assert _january_rows(btc)[0]["open"] == 41000.0 and len(fetches) == 2
 
 
-def test_a_range_reaching_into_the_current_period_is_read_every_time(btc, history_window, monkeypatch):
+def test_a_range_reaching_into_the_current_period_reads_that_period_every_time(btc, history_window, monkeypatch):
+    """The days that have ended are reused as a closed range is; the current day is read on
+    every request, so a bar written into it shows at once."""
     _, fetches = history_window
     monkeypatch.setattr("config.clock.now_ms", lambda: JAN1 + 30 * DAY_MS + HOUR_MS)  # Jan 31, 01:00
-    _january_rows(btc)
-    _january_rows(btc)
-    assert len(fetches) == 2
+    first = _january_rows(btc)
+    assert len(fetches) == 2 and len(first) == 31
+    assert [fetched[1][1:] for fetched in fetches] == [[JAN1, JAN1 + 30 * DAY_MS],
+                                                       [JAN1 + 30 * DAY_MS, JAN1 + 31 * DAY_MS]]
+    bars_write(pair=btc, granularity="hour", bars=[trade_bar(JAN1 + 30 * DAY_MS, [50000.0, 50001.0])])
+    again = _january_rows(btc)
+    assert len(fetches) == 3 and again[:30] == first[:30] and again[30]["high"] == 50001.0
 
 
 def test_a_range_of_more_bars_than_the_cache_keeps_is_read_every_time(btc, history_window):
@@ -241,3 +303,21 @@ def test_a_range_of_more_bars_than_the_cache_keeps_is_read_every_time(btc, histo
         series_rows(pair=btc, metric="candlestick", granularity="hour", resolution="hourly",
                     from_ms=JAN1, to_ms=JAN1 + (HISTORY_CACHE_MAX_BARS + 1) * HOUR_MS)
     assert len(fetches) == 2
+
+
+def test_an_encoded_series_body_is_reused_only_with_the_very_rows_it_was_made_of(settings, monkeypatch):
+    """The loop's answers reuse a body encoded from shared rows, never past those rows: a
+    new read of the range (another list, even with other values) is encoded again."""
+    from market import api
+
+    settings.HISTORY_CACHE_SECONDS = 1.0
+    api._recent_bodies.clear()
+    encoded = []
+    monkeypatch.setitem(api.RENDER, "json", lambda document: encoded.append(1) or orjson.dumps(document))
+    meta = {"symbol": "BTC-USDT", "sides": ["ohlc"], "count": 1}
+    rows = [{"date": "2024-01-01", "open": 1.0}]
+    first = api._encoded("json", {"meta": meta, "data": rows})
+    assert api._encoded("json", {"meta": dict(meta), "data": rows}) is first and len(encoded) == 1
+    corrected = [{"date": "2024-01-01", "open": 2.0}]
+    assert b"2.0" in api._encoded("json", {"meta": meta, "data": corrected}) and len(encoded) == 2
+    assert api._encoded("json", {"meta": meta, "data": list(corrected)}) and len(encoded) == 3

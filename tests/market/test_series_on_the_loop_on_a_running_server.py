@@ -168,3 +168,51 @@ def test_a_corrected_closed_day_reaches_the_loops_answers_within_a_second(site):
             opens()
         DayBar.objects.filter(pair=pair, ts_ms=day_ms).update(open=12345.5)
         eventually(opens, 12345.5, within=1.0)
+
+
+def _hourly(start, end, **extra) -> dict:
+    return {"exchange": "binance", "symbol": "BTC-USDT", "start": start.isoformat(), "end": end.isoformat(),
+            "resolution": "hourly", **extra}
+
+
+EDGES = [
+    ("candlestick", _hourly(TODAY - timedelta(days=30), TODAY - timedelta(days=1)), {}),  # 720 hours, closed
+    ("candlestick", _hourly(TODAY - timedelta(days=30), TODAY - timedelta(days=1), format="toon"), {}),
+    ("candlestick", _hourly(TODAY - timedelta(days=1), TODAY), {}),  # the current hour included
+    ("candlestick", _hourly(TODAY - timedelta(days=1), TODAY, format="toon"), {}),
+    ("trades", {**CLOSED, "end": TODAY.isoformat()}, {}),  # today's day bar included
+    ("spread", _hourly(TODAY, TODAY), {"Accept": "application/toon"}),
+    ("limit-orders", _hourly(TODAY - timedelta(days=2), TODAY, side="ask"), {}),
+    ("candlestick", _hourly(TODAY.replace(year=2020), TODAY.replace(year=2020)), {}),  # no bars in the range
+    ("candlestick", {**CLOSED, "start": "2020-01-01", "end": "2020-01-31", "format": "toon"}, {}),
+    ("candlestick", {**CLOSED, "symbol": "SOL-USDT"}, {}),  # a pair without data
+    ("trades", _hourly(TODAY - timedelta(days=1), TODAY, symbol="SOL-USDT", format="toon"), {}),
+]
+
+
+def test_the_loop_reads_any_range_and_answers_exactly_as_the_view_does(site):
+    """Ranges the loop reads itself (longer than a reused answer held before, reaching into
+    the current hour, empty, of a pair without data) in both formats: the view's status,
+    body and headers, byte for byte."""
+    from market.bars import floor_ms
+    from market.services import bars_write
+    from tests.market.test_bar_store import trade_bar
+
+    pair, (key_on, key_off), env = site
+    bars_write(pair=pair, granularity="hour", bars=[trade_bar(floor_ms(now_ms(), "hour"), [40000.5, 40001.25])])
+    with daphne_processes(1, env=env) as (on,), daphne_processes(1, env={**env, "DB_LOOP_POOL_MAX": "0"}) as (off,):
+        for path, body, headers in EDGES:
+            for _ in range(3):  # the first of each is the view's (the pair not read yet), then the loop's
+                answers = _post(on, key_on, path, body, **headers), _post(off, key_off, path, body, **headers)
+                assert answers[0] == answers[1], (path, body, headers)
+                assert answers[0][0] == 200
+        assert loop_connections() >= 1
+    assert b"40001.25" in _post_once(env, key_on, "candlestick", EDGES[2][1])
+
+
+def _post_once(env, key, path, body) -> bytes:
+    with daphne_processes(1, env=env) as (on,):
+        for _ in range(2):
+            status, content, _ = _post(on, key, path, body)
+            assert status == 200
+    return content
