@@ -291,6 +291,9 @@ def _bars_copy(model, pair: Pair, columns) -> None:
     table = connection.ops.quote_name(model._meta.db_table)
     column_list = ", ".join(connection.ops.quote_name(name) for name in names)
     size = int(columns["ts_ms"].size)
+    if size:  # the partitions the rows fall in, made first (COPY into a missing one fails)
+        ts = columns["ts_ms"]
+        partitions_ensure(model, {int(day) for day in set((ts - ts % GRANULARITY_MS["day"]).tolist())})
     data = {model._meta.get_field(name).column: columns[name] for name in BAR_FIELDS}
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
