@@ -208,7 +208,7 @@ def partitions_drop_before(model, *, cutoff_ms: int, now_ms: int, unless_newer_t
             detached.append(name)
     with transaction.atomic(), connection.cursor() as cursor:
         for name in _detached(table):
-            cursor.execute(f"DROP TABLE {quote(name)}")
+            cursor.execute(f"DROP TABLE IF EXISTS {quote(name)}")
     return detached
 
 
@@ -219,76 +219,3 @@ def _detached(table: str) -> list[str]:
                        "AND relnamespace = current_schema()::regnamespace AND starts_with(relname, %s) "
                        "AND substr(relname, %s) ~ '^[0-9]+$'", [f"{table}_p", len(table) + 3])
         return [name for (name,) in cursor.fetchall()]
-
-
-_WIDTH = {"bigint": 8, "double precision": 8, "integer": 4, "smallint": 2}  # others (text, json) vary: last
-
-
-def table_rebuild_partitioned(schema_editor, model, *, key: str, span: str, primary_key: tuple[str, ...],
-                              extra: tuple[str, ...] = (), defaults: dict[str, str] | None = None) -> None:
-    """Migrate a model's table to its partitioned form, keeping every row: rename the table,
-    create the partitioned one (columns widest first, so no alignment padding), make the
-    partitions its rows and the next days need, copy, drop the old table. The model's
-    constraints and indexes are made on the new table; `extra`: more table constraints
-    (foreign keys), formatted with {table}; `defaults`: column -> SQL default."""
-    table = model._meta.db_table
-    old = f"{table}_old"
-    quote = schema_editor.quote_name
-    fields = [f for f in model._meta.local_concrete_fields if f.column]
-    columns = []
-    for field in sorted(fields, key=lambda f: -_WIDTH.get(f.db_type(schema_editor.connection), 0)):
-        default = (defaults or {}).get(field.column)
-        columns.append(f"{quote(field.column)} {field.db_type(schema_editor.connection)}"
-                       f"{'' if field.null else ' NOT NULL'}{f' DEFAULT {default}' if default else ''}")
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(f"ALTER TABLE {quote(table)} RENAME TO {quote(old)}")
-        # index and constraint names are unique per schema: the old table's step aside
-        cursor.execute("SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                       "WHERE i.indrelid = %s::regclass", [old])
-        for (index,) in cursor.fetchall():
-            cursor.execute(f"ALTER INDEX {quote(index)} RENAME TO {quote(index[:50] + '_old')}")
-        pk = ", ".join(quote(column) for column in primary_key)
-        constraints = [str(c.constraint_sql(model, schema_editor)) for c in model._meta.constraints]
-        body = ",\n  ".join(columns + [f"CONSTRAINT {quote(table + '_pkey')} PRIMARY KEY ({pk})"] + constraints
-                             + [c.format(table=table) for c in extra])
-        cursor.execute(f"CREATE TABLE {quote(table)} (\n  {body}\n) PARTITION BY RANGE ({quote(key)})")
-        for index in model._meta.indexes:
-            cursor.execute(str(index.create_sql(model, schema_editor)))
-        cursor.execute(f"SELECT DISTINCT {quote(key)} - {quote(key)} % {DAY_MS} FROM {quote(old)}")
-        table_partitions_ensure(table, span, [day for (day,) in cursor.fetchall()])  # only spans holding rows
-        now_ms = clock.now_ms()
-        table_partitions_ensure(table, span, range(now_ms, now_ms + (DAYS_AHEAD + 1) * DAY_MS, DAY_MS))
-        names = ", ".join(quote(f.column) for f in fields)
-        cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {quote(old)}")
-        cursor.execute(f"DROP TABLE {quote(old)}")
-    _known.pop(table, None)
-
-
-def partitions_drop_before(model, *, cutoff_ms: int, now_ms: int, unless_newer_than: str | None = None) -> list[str]:
-    """Drop every partition whose span ended at or before cutoff_ms (and at least a day
-    before now_ms), whole: no row is deleted. With `unless_newer_than`, a partition that
-    still holds a row whose column is >= cutoff_ms stays (scheme events are partitioned by
-    build start, kept by detection time). Returns the names dropped."""
-    if not partitioned():
-        return []
-    table, span = model._meta.db_table, model.partition_span
-    quote = connection.ops.quote_name
-    dropped = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        _upkeep_lock_timeout()
-        # rows written earlier in this transaction have their foreign-key checks pending
-        # (deferred), and a table with pending checks cannot be dropped: run them now
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        for start, name in sorted(_existing(table).items()):
-            end = span_bounds(start, span)[1]
-            if end > cutoff_ms or end > now_ms - DAY_MS:
-                continue
-            if unless_newer_than:
-                cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {quote(name)} WHERE {quote(unless_newer_than)} >= %s)",
-                               [cutoff_ms])
-                if cursor.fetchone()[0]:
-                    continue
-            cursor.execute(f"DROP TABLE {quote(name)}")
-            _known.get(table, set()).discard(start)
-            dropped.append(name)
-    return dropped

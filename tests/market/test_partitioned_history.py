@@ -176,3 +176,19 @@ def test_a_partition_made_in_a_rolled_back_write_is_made_again(pairs):
         raise RuntimeError("the step failed")
     bars_write(pair=pair, granularity="second", bars=[trade_bar(day, [2.0])])
     assert list(SecondBar.objects.filter(pair=pair).values_list("close", flat=True)) == [2.0]
+
+
+@pytest.mark.postgres
+def test_a_purge_drops_the_tables_an_interrupted_one_left_detached(pairs, settings):
+    settings.BAR_RETENTION_DAYS = {"second": 7, "minute": 0, "hour": 0, "day": 0}
+    now = clock.now_ms()
+    old_day = span_bounds(now - 20 * DAY_MS, "day")[0]
+    bars_write(pair=pairs[0], granularity="second", bars=[trade_bar(old_day, [1.0])])
+    name = partition_name("market_secondbar", old_day, "day")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"ALTER TABLE market_secondbar DETACH PARTITION {name}")  # as a purge stopped midway
+    bars_purge(now_ms=now)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [name])
+        assert cursor.fetchone()[0] is None
