@@ -223,7 +223,8 @@ with connection.cursor() as cursor:
     cursor.execute("SET session_replication_role = DEFAULT")
     cursor.execute("SELECT COUNT(*) FROM market_secondbar WHERE ts_ms >= %s AND ts_ms < %s", [day, day + DAY_MS])
     rows = cursor.fetchone()[0]
-    cursor.execute("SELECT pg_total_relation_size(%s)", [f"market_secondbar_p{{time.strftime('%Y%m%d', time.gmtime(day / 1000))}}"])
+    partition = f"market_secondbar_p{{time.strftime('%Y%m%d', time.gmtime(day / 1000))}}"
+    cursor.execute("SELECT pg_total_relation_size(%s)", [partition])
     size = cursor.fetchone()[0]
 synthesis = time.perf_counter() - began
 cursor = connection.cursor()

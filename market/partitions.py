@@ -6,8 +6,9 @@ partitioned by time"). A partitioned model names its span and its partition key:
 
 Partitions are named <table>_p<YYYYMMDD | YYYYMM | YYYY> and hold [start, end) of the
 partition key. They are made ahead (migrate, and the beat tasks
-`market.bar_partitions_upkeep` and `schemes.event_partitions_upkeep`) and, before any write that needs one, on demand (`partitions_ensure`), so a write never
-fails for a missing partition; retention drops whole partitions (`partitions_drop_before`).
+`market.bar_partitions_upkeep` and `schemes.event_partitions_upkeep`) and, before any
+write that needs one, on demand (`partitions_ensure`), so a write never fails for a
+missing partition; retention drops whole partitions (`partitions_drop_before`).
 On SQLite the tables are plain and every function here does nothing."""
 
 from __future__ import annotations

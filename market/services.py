@@ -78,7 +78,8 @@ def _children_sql(model, spans: int) -> str:
         quote = connection.ops.quote_name
         names = ", ".join(quote(model._meta.get_field(name).column) for name in BAR_FIELDS)
         # SQLite has no arrays: its pair ids go in as a JSON list
-        pairs = "pair_id = ANY(%s)" if connection.vendor == "postgresql" else "pair_id IN (SELECT value FROM json_each(%s))"
+        pairs = ("pair_id = ANY(%s)" if connection.vendor == "postgresql"
+                 else "pair_id IN (SELECT value FROM json_each(%s))")
         where = " OR ".join([f"({pairs} AND ts_ms >= %s AND ts_ms < %s)"] * spans)
         _CHILDREN_SQL[key] = (f"SELECT pair_id, {names} FROM {quote(model._meta.db_table)} WHERE {where} "
                               "ORDER BY pair_id, ts_ms")
