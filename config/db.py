@@ -34,6 +34,21 @@ def fetch_prepared(sql: str, params, *, binary: bool = False) -> list[tuple]:
         return cursor.fetchall()
 
 
+def execute_prepared(sql: str, params) -> None:
+    """Run `sql`, which returns no rows, prepared as `fetch_prepared` (PostgreSQL), or on a
+    plain cursor elsewhere."""
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+        return
+    import psycopg
+
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, prepare=True)
+
+
 def fetch_one_prepared(sql: str, params) -> tuple | None:
     """The first row of `sql`, prepared as `fetch_prepared`; None when there is none."""
     rows = fetch_prepared(sql, params)

@@ -6,8 +6,9 @@ partitioned by time"). A partitioned model names its span and its partition key:
 
 Partitions are named <table>_p<YYYYMMDD | YYYYMM | YYYY> and hold [start, end) of the
 partition key. They are made ahead (migrate, and the beat tasks
-`market.bar_partitions_upkeep` and `schemes.event_partitions_upkeep`) and, before any write that needs one, on demand (`partitions_ensure`), so a write never
-fails for a missing partition; retention drops whole partitions (`partitions_drop_before`).
+`market.bar_partitions_upkeep` and `schemes.event_partitions_upkeep`) and, before any
+write that needs one, on demand (`partitions_ensure`), so a write never fails for a
+missing partition; retention drops whole partitions (`partitions_drop_before`).
 On SQLite the tables are plain and every function here does nothing."""
 
 from __future__ import annotations
@@ -178,16 +179,21 @@ def partitions_drop_before(model, *, cutoff_ms: int, now_ms: int, unless_newer_t
     """Drop every partition whose span ended at or before cutoff_ms (and at least a day
     before now_ms), whole: no row is deleted. With `unless_newer_than`, a partition that
     still holds a row whose column is >= cutoff_ms stays (scheme events are partitioned by
-    build start, kept by detection time). Returns the names dropped."""
+    build start, kept by detection time). Returns the names dropped.
+
+    Two steps: the partitions are detached (milliseconds under the parent's lock), then
+    dropped; freeing a day of files takes seconds (docs/BENCHMARKS.md), and a drop while
+    attached would hold the parent, every read and write of the table, that long. A purge
+    stopped between the steps leaves detached tables, which the next one drops."""
     if not partitioned():
         return []
     table, span = model._meta.db_table, model.partition_span
     quote = connection.ops.quote_name
-    dropped = []
+    detached = []
     with transaction.atomic(), connection.cursor() as cursor:
         _upkeep_lock_timeout()
         # rows written earlier in this transaction have their foreign-key checks pending
-        # (deferred), and a table with pending checks cannot be dropped: run them now
+        # (deferred), and a table with pending checks cannot be detached: run them now
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         for start, name in sorted(_existing(table).items()):
             end = span_bounds(start, span)[1]
@@ -198,7 +204,19 @@ def partitions_drop_before(model, *, cutoff_ms: int, now_ms: int, unless_newer_t
                                [cutoff_ms])
                 if cursor.fetchone()[0]:
                     continue
-            cursor.execute(f"DROP TABLE {quote(name)}")
+            cursor.execute(f"ALTER TABLE {quote(table)} DETACH PARTITION {quote(name)}")
             _known.get(table, set()).discard(start)
-            dropped.append(name)
-    return dropped
+            detached.append(name)
+    with transaction.atomic(), connection.cursor() as cursor:
+        for name in _detached(table):
+            cursor.execute(f"DROP TABLE IF EXISTS {quote(name)}")
+    return detached
+
+
+def _detached(table: str) -> list[str]:
+    """Tables named as the table's partitions that are no longer attached to it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relkind = 'r' AND NOT relispartition "
+                       "AND relnamespace = current_schema()::regnamespace AND starts_with(relname, %s) "
+                       "AND substr(relname, %s) ~ '^[0-9]+$'", [f"{table}_p", len(table) + 3])
+        return [name for (name,) in cursor.fetchall()]

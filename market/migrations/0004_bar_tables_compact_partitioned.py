@@ -55,5 +55,5 @@ class Migration(migrations.Migration):
     operations = [
         migrations.SeparateDatabaseAndState(
             state_operations=[op for name in SPANS for op in _state(name)], database_operations=[]),
-        migrations.RunPython(rebuild, migrations.RunPython.noop),
+        migrations.RunPython(rebuild),  # no way back: the old tables are gone
     ]

@@ -39,5 +39,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(partition, migrations.RunPython.noop),
+        migrations.RunPython(partition),  # no way back: the old table is gone
     ]

@@ -149,3 +149,46 @@ def test_writing_many_pairs_together_stores_what_writing_each_stores(db):
     for a, b in zip(apart, together):
         assert stored(a) == stored(b)
         assert len(stored(a)["day"]) == 2
+
+
+@pytest.mark.postgres
+def test_upkeep_makes_today_and_the_next_three_days(db):
+    from market.services import bar_partitions_upkeep
+    from schemes.services import scheme_event_partitions_upkeep
+
+    later = clock.now_ms() + 40 * DAY_MS  # days no write has made yet
+    bar_partitions_upkeep(now_ms=later)
+    scheme_event_partitions_upkeep(now_ms=later)
+    for model in (SecondBar, MinuteBar, SchemeEvent):
+        table = model._meta.db_table
+        assert {partition_name(table, span_bounds(later + d * DAY_MS, "day")[0], "day") for d in range(4)} \
+            <= set(partitions(model))
+    assert partition_name("market_hourbar", span_bounds(later, "month")[0], "month") in partitions(HourBar)
+
+
+@pytest.mark.postgres
+def test_a_partition_made_in_a_rolled_back_write_is_made_again(pairs):
+    from django.db import transaction
+
+    pair, day = pairs[0], clock.now_ms() + 60 * DAY_MS
+    with pytest.raises(RuntimeError), transaction.atomic():
+        bars_write(pair=pair, granularity="second", bars=[trade_bar(day, [1.0])])
+        raise RuntimeError("the step failed")
+    bars_write(pair=pair, granularity="second", bars=[trade_bar(day, [2.0])])
+    assert list(SecondBar.objects.filter(pair=pair).values_list("close", flat=True)) == [2.0]
+
+
+@pytest.mark.postgres
+def test_a_purge_drops_the_tables_an_interrupted_one_left_detached(pairs, settings):
+    settings.BAR_RETENTION_DAYS = {"second": 7, "minute": 0, "hour": 0, "day": 0}
+    now = clock.now_ms()
+    old_day = span_bounds(now - 20 * DAY_MS, "day")[0]
+    bars_write(pair=pairs[0], granularity="second", bars=[trade_bar(old_day, [1.0])])
+    name = partition_name("market_secondbar", old_day, "day")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"ALTER TABLE market_secondbar DETACH PARTITION {name}")  # as a purge stopped midway
+    bars_purge(now_ms=now)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [name])
+        assert cursor.fetchone()[0] is None
