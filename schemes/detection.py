@@ -60,8 +60,5 @@ class PairDetection:
     def feed(self, event) -> list[dict]:
         return [item.to_dict() for item in self.engine.feed(event)]
 
-    def checkpoint_due(self, cursor_ms: int) -> bool:
-        return self.checkpoint_ms is None or cursor_ms - self.checkpoint_ms >= settings.SCHEMES_CHECKPOINT_SECONDS * 1000
-
     def state(self) -> bytes:
         return self.engine.state()

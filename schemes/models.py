@@ -59,8 +59,8 @@ class SchemeEvent(models.Model):
 
 class DetectorCheckpoint(PairCheckpoint):
     """The detector engine of a pair as it stood at `cursor_ms` (every event before it
-    fed), saved in the ingestion step's transaction with each book checkpoint and at least every
-    SCHEMES_CHECKPOINT_SECONDS. A
+    fed), saved in the ingestion step's transaction with each book checkpoint
+    (INGESTION_BOOK_CHECKPOINT_SECONDS). A
     restarted worker restores it and replays the events from there to the ingestion
     cursor: the engine is deterministic, so it finds exactly what the lost worker found
     (stored once by SchemeEvent's unique key) and nothing else."""

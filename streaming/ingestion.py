@@ -234,14 +234,11 @@ class PairIngestor:
         bars = builder.flush(end)
         handing_over = bool(state.handover_to) and state.handover_ready_ms is not None \
             and end >= state.handover_ready_ms and (alive is None or state.handover_to in alive)
-        book_due = handing_over or self.checkpoint_ms is None or \
-            end - self.checkpoint_ms >= settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000
+        book_due = handing_over or self._checkpoint_due(end)
         book_state = builder.state() if book_due else None
-        detector_state = None
-        # with the book's: a live feed's buffer is trimmed to the book checkpoint, and a
-        # detector checkpoint older than that could not be replayed
-        if self.detection is not None and (book_due or self.detection.checkpoint_due(end)):
-            detector_state = self.detection.state()
+        # the detectors' with the book's: a live feed's buffer is trimmed to the book
+        # checkpoint, and a detector checkpoint older than that could not be replayed
+        detector_state = self.detection.state() if self.detection is not None and book_due else None
         state.cursor_ms = end
         if self.live:
             self._note_feed(state)
@@ -259,6 +256,23 @@ class PairIngestor:
         elif state.handover_to and alive is not None and state.handover_to not in alive:
             state.handover_to, state.handover_ready_ms = "", None  # the taker is gone
         return _Advance(self, end, bars, detections, book_state, detector_state, handing_over)
+
+    def _checkpoint_due(self, end: int) -> bool:
+        """Every INGESTION_BOOK_CHECKPOINT_SECONDS, at a second of the period of the pair's
+        own (pairs started together would otherwise all pickle their book and detectors in
+        the same tick, once a minute: that tick ran seconds long at 100 pairs); a step that
+        jumps past its second checkpoints at twice the period at the latest."""
+        if self.checkpoint_ms is None:
+            return True
+        period = settings.INGESTION_BOOK_CHECKPOINT_SECONDS * 1000
+        since = end - self.checkpoint_ms
+        if since >= 2 * period:
+            return True
+        if since < period:
+            return False
+        own_second = (self.pair.pk * 7919) % (period // 1000)
+        return any((second + own_second) % (period // 1000) == 0 for second in range(
+            (end - since + period) // 1000, end // 1000 + 1))
 
     def committed(self, advance: _Advance) -> None:
         """The tick that wrote `advance` committed: the builder and detectors are at its end."""

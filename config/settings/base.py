@@ -320,9 +320,6 @@ SSE_CONNECT_THREADS = env.int("SSE_CONNECT_THREADS", default=12)
 # Scheme detection (schemes/).
 SCHEMES_RETENTION_HOURS = env.int("SCHEMES_RETENTION_HOURS", default=720)
 SCHEMES_DETECTION = env.bool("SCHEMES_DETECTION", default=True)
-# The detector engine is pickled with each book checkpoint (INGESTION_BOOK_CHECKPOINT_SECONDS)
-# and at least this often; at 10 s its pickling was 9 % of a worker's time at 50 live pairs.
-SCHEMES_CHECKPOINT_SECONDS = env.int("SCHEMES_CHECKPOINT_SECONDS", default=60)
 SCHEMES_WARMUP_MINUTES = env.int("SCHEMES_WARMUP_MINUTES", default=30)
 # Depth streams that net their updates, per exchange slug: Binance's @depth@100ms, Coinbase's
 # level2_batch. The detectors match a level's decrease with the trades of that window.

@@ -159,3 +159,16 @@ def test_staff_see_the_running_ingestion_processes_and_the_pairs_each_holds(pair
     page = admin_client.get("/admin/streaming/ingestionworker/")
     assert page.status_code == 200
     assert b"A" in page.content and b"<td class=\"field-pairs_held\">12</td>" in page.content
+
+
+def test_pairs_checkpoint_once_a_period_each_at_a_second_of_its_own(pairs, settings):
+    settings.INGESTION_BOOK_CHECKPOINT_SECONDS = 60
+    due_at = {}
+    for pair in pairs:
+        ingestor = PairIngestor(pair)
+        ingestor.checkpoint_ms = T0
+        seconds = [s for s in range(1, 121) if ingestor._checkpoint_due(T0 + s * 1000)
+                   and not ingestor._checkpoint_due(T0 + (s - 1) * 1000)]
+        assert len(seconds) == 1 and 60 <= seconds[0] <= 120
+        due_at[pair.pk] = seconds[0]
+    assert len(set(due_at.values())) > len(pairs) // 2  # spread over the period, not one tick
