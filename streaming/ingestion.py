@@ -594,7 +594,13 @@ def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
         source = source_for(pair)
         ready_ms = 0
         if getattr(source, "live", False):
-            ready_ms = source.complete_from_ms(pair_ref(pair))
+            try:
+                ready_ms = source.complete_from_ms(pair_ref(pair))
+            except Exception:  # this process cannot listen to the pair: the owner keeps it
+                logger.warning("Could not prepare to take %s over", pair, exc_info=True)
+                IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(
+                    handover_to="", handover_ready_ms=None)
+                continue
             if ready_ms is None:
                 continue
         IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(handover_ready_ms=ready_ms)

@@ -172,3 +172,15 @@ def test_pairs_checkpoint_once_a_period_each_at_a_second_of_its_own(pairs, setti
         assert len(seconds) == 1 and 60 <= seconds[0] <= 120
         due_at[pair.pk] = seconds[0]
     assert len(set(due_at.values())) > len(pairs) // 2  # spread over the period, not one tick
+
+
+def test_a_taker_whose_feed_fails_withdraws_its_handover_and_the_owner_keeps_the_pair(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    failing = mock.Mock(live=True)
+    failing.complete_from_ms.side_effect = RuntimeError("the exchange refused the symbol")
+    with mock.patch.object(ingestion, "source_for", return_value=failing):
+        handovers_prepare(owner="B", pairs={})
+    assert not IngestionState.objects.filter(handover_to="B").exists()
+    assert tick("A", a, T0 + 6_000).handed_over == set() and owners() == {"A": 12}
