@@ -117,6 +117,7 @@ class PairFeed:
                     self._events.append((lost_at, self._arrival, BookLost(lost_at, reason)))
             if not live:
                 self.live = False
+                self.synced_from_ms = None  # complete again only from its next book snapshot
             message_ms = getattr(status, "last_message_ms", None)
             if message_ms and (self.last_message_ms is None or message_ms > self.last_message_ms):
                 self.last_message_ms = message_ms

@@ -31,7 +31,7 @@ from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 
 from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
@@ -200,6 +200,9 @@ class PairIngestor:
         (its backfill). None: nothing to write (the state may still have changed)."""
         if self.owner and state.lease_owner != self.owner:
             raise LeaseLost(f"{self.owner} no longer owns {self.pair}")
+        if state.handover_to and (state.handover_to == state.lease_owner or
+                                  (alive is not None and state.handover_to not in alive)):
+            state.handover_to, state.handover_ready_ms = "", None  # the taker owns it already, or is gone
         if self.owner and state.lease_until < clock.utcnow():
             # lapsed during the warm-up, and nobody took it: the row lock is ours now
             state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
@@ -253,8 +256,6 @@ class PairIngestor:
         if handing_over:  # the taker's feed holds everything from here: the lease moves with this commit
             state.lease_owner, state.handover_to, state.handover_ready_ms = state.handover_to, "", None
             state.lease_until = clock.utcnow() + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
-        elif state.handover_to and alive is not None and state.handover_to not in alive:
-            state.handover_to, state.handover_ready_ms = "", None  # the taker is gone
         return _Advance(self, end, bars, detections, book_state, detector_state, handing_over)
 
     def _checkpoint_due(self, end: int) -> bool:
@@ -370,6 +371,7 @@ def ingest_tick(ingestors: list[PairIngestor], until_ms: int, *, alive: frozense
             raise
         logger.warning("A tick of %d pairs failed to write; stepping them one by one", len(ready), exc_info=True)
         for ingestor in ready:
+            outcome.failed.pop(ingestor.pair.pk, None)  # retried alone: its own outcome counts
             try:
                 alone = ingest_tick([ingestor], until_ms, alive=alive)
             except Exception as exc:
@@ -507,15 +509,19 @@ def leases_acquire(*, owner: str, pair_ids: list[int]) -> list[int]:
         return []
     now = clock.utcnow()
     until = now + timedelta(seconds=settings.INGESTION_LEASE_SECONDS)
+    asked_by_me = Q(handover_to=owner)
     IngestionState.objects.filter(pair_id__in=pair_ids, wanted=True, fatal=False).filter(
         Q(lease_owner="") | Q(lease_owner=owner) | Q(lease_until__lt=now)
-    ).update(lease_owner=owner, lease_until=until)
+    ).update(lease_owner=owner, lease_until=until,  # a pair it had asked for is its own now: the request goes
+             handover_to=Case(When(asked_by_me, then=Value("")), default=F("handover_to")),
+             handover_ready_ms=Case(When(asked_by_me, then=Value(None)), default=F("handover_ready_ms")))
     owned = set(IngestionState.objects.filter(pair_id__in=pair_ids, lease_owner=owner).values_list("pair_id", flat=True))
     return [pair_id for pair_id in pair_ids if pair_id in owned]
 
 
 def leases_release(*, owner: str) -> None:
-    IngestionState.objects.filter(lease_owner=owner).update(lease_owner="", lease_until=None)
+    IngestionState.objects.filter(lease_owner=owner).update(lease_owner="", lease_until=None, handover_to="",
+                                                            handover_ready_ms=None)
     IngestionState.objects.filter(handover_to=owner).update(handover_to="", handover_ready_ms=None)
 
 
@@ -581,13 +587,15 @@ def leases_claim(*, owner: str, alive: frozenset[str], wanted: list[int]) -> lis
 
 
 def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
-    """For each pair handed to this process: start listening (a live feed is opened now, so
-    it holds every event the owner's last step leaves unread) and tell the owner from when
-    it may hand over: at once for a source that can replay its past, once the feed is live
-    for an exchange feed."""
-    waiting = list(IngestionState.objects.filter(handover_to=owner, handover_ready_ms__isnull=True)
-                   .values_list("pair_id", flat=True))
-    for pair_id in waiting:
+    """For each pair this process asked for, every tick: listen (a live feed is opened at
+    once, so it holds every event the owner's last step leaves unread, and reading it keeps
+    it from being closed as idle) and tell the owner from when it may hand over: at once
+    for a source that can replay its past; for an exchange feed, from two seconds after the
+    feed's book snapshot, and not at all while the feed has lost its book (the point moves
+    with a resync)."""
+    asked = dict(IngestionState.objects.filter(handover_to=owner).exclude(lease_owner=owner)
+                 .values_list("pair_id", "handover_ready_ms"))
+    for pair_id, told in asked.items():
         pair = pairs.get(pair_id)
         if pair is None:
             pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
@@ -601,9 +609,8 @@ def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
                 IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(
                     handover_to="", handover_ready_ms=None)
                 continue
-            if ready_ms is None:
-                continue
-        IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(handover_ready_ms=ready_ms)
+        if ready_ms != told:
+            IngestionState.objects.filter(pair_id=pair_id, handover_to=owner).update(handover_ready_ms=ready_ms)
 
 
 def pairs_without_a_worker() -> int:
@@ -653,8 +660,13 @@ def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: f
                         ingestors[pair_id] = PairIngestor(pair, owner)
                 for gone in set(ingestors) - set(owned):
                     ingestors.pop(gone)
-                outcome = ingest_tick([ingestors[p] for p in owned], clock.now_ms() - settings.INGESTION_LAG_MS,
-                                      alive=alive)
+                try:
+                    outcome = ingest_tick([ingestors[p] for p in owned], clock.now_ms() - settings.INGESTION_LAG_MS,
+                                          alive=alive)
+                except Exception as exc:  # a tick of one pair raises what its write raised
+                    if len(owned) != 1:
+                        raise
+                    outcome = TickOutcome(failed={owned[0]: exc})
                 for pair_id in outcome.lost | outcome.handed_over:
                     ingestors.pop(pair_id, None)
                 for pair_id, exc in outcome.failed.items():

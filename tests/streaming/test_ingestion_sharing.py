@@ -184,3 +184,36 @@ def test_a_taker_whose_feed_fails_withdraws_its_handover_and_the_owner_keeps_the
         handovers_prepare(owner="B", pairs={})
     assert not IngestionState.objects.filter(handover_to="B").exists()
     assert tick("A", a, T0 + 6_000).handed_over == set() and owners() == {"A": 12}
+
+
+def test_a_taker_that_gets_a_pair_it_asked_for_as_a_lapsed_lease_ingests_it_itself(pairs, settings):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    asked = set(IngestionState.objects.filter(handover_to="B").values_list("pair_id", flat=True))
+    lapsed = clock.utcnow() - ingestion.timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
+    IngestionWorker.objects.filter(owner="A").update(seen_at=lapsed)  # A died before handing over
+    IngestionState.objects.filter(lease_owner="A").update(lease_until=lapsed)
+    b: dict[int, PairIngestor] = {}
+    outcome = tick("B", b, T0 + 6_000)
+    assert asked <= set(outcome.results) and not outcome.handed_over and not outcome.failed
+    assert not IngestionState.objects.exclude(handover_to="").exists() and owners() == {"B": 12}
+    for pair in pairs:
+        assert_second_bars_are_the_simulators(pair, T0, T0 + 6_000, str(pair))
+
+
+def test_a_process_leaving_withdraws_the_handovers_asked_of_it(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    worker_leave(owner="A")
+    assert not IngestionState.objects.exclude(handover_to="").exists()
+
+
+def test_a_handover_to_a_taker_that_died_is_withdrawn_even_while_the_pair_has_nothing_new(pairs):
+    a: dict[int, PairIngestor] = {}
+    tick("A", a, T0 + 3_000)
+    worker_heartbeat(owner="B"), claim("B")
+    IngestionWorker.objects.filter(owner="B").delete()
+    tick("A", a, T0 + 3_000)  # no new second to close
+    assert not IngestionState.objects.exclude(handover_to="").exists()
