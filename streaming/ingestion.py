@@ -586,6 +586,14 @@ def leases_claim(*, owner: str, alive: frozenset[str], wanted: list[int]) -> lis
     return owned
 
 
+def _pair(pairs: dict[int, Pair], pair_id: int) -> Pair:
+    """The pair, from the loop's own lookups (read once per process)."""
+    pair = pairs.get(pair_id)
+    if pair is None:
+        pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
+    return pair
+
+
 def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
     """For each pair this process asked for, every tick: listen (a live feed is opened at
     once, so it holds every event the owner's last step leaves unread, and reading it keeps
@@ -596,9 +604,7 @@ def handovers_prepare(*, owner: str, pairs: dict[int, Pair]) -> None:
     asked = dict(IngestionState.objects.filter(handover_to=owner).exclude(lease_owner=owner)
                  .values_list("pair_id", "handover_ready_ms"))
     for pair_id, told in asked.items():
-        pair = pairs.get(pair_id)
-        if pair is None:
-            pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
+        pair = _pair(pairs, pair_id)
         source = source_for(pair)
         ready_ms = 0
         if getattr(source, "live", False):
@@ -654,10 +660,7 @@ def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: f
                 handovers_prepare(owner=owner, pairs=pairs)
                 for pair_id in owned:
                     if pair_id not in ingestors:
-                        pair = pairs.get(pair_id)
-                        if pair is None:
-                            pair = pairs[pair_id] = Pair.objects.select_related("exchange", "base", "quote").get(pk=pair_id)
-                        ingestors[pair_id] = PairIngestor(pair, owner)
+                        ingestors[pair_id] = PairIngestor(_pair(pairs, pair_id), owner)
                 for gone in set(ingestors) - set(owned):
                     ingestors.pop(gone)
                 try:
