@@ -9,9 +9,10 @@ any other source.
 Rules (what ingestion can rely on):
 
 * Arrival is kept: a window is the buffered events with start <= ts < end, ordered by
-  (ts, arrival). An event that arrives after the second holding its time was read is
-  late: it is moved to the first second not read yet (counted in `late_events`), never
-  dropped, so the book stays exact.
+  (ts, arrival). An event that arrives after its time was read (ingestion reads a second
+  in parts, ahead of its tick, never closer to now than the lag) is late: it is moved to
+  the first moment not read yet (counted in `late_events`), never dropped, so the book
+  stays exact.
 * The feed vouches for time: while it is live, up to now minus the lag (in exchange
   time, through the measured clock offset); while it is not, the time is frozen where it
   was. Ingestion never closes a second past that point.
@@ -90,7 +91,7 @@ class PairFeed:
             self._arrival += 1
             ts = event.ts_ms
             self._offsets.append(now - ts)
-            if ts < self.closed_ms:  # its second was read already: it counts at the next one
+            if ts < self.closed_ms:  # its time was read already: it counts at the first moment not read
                 ts = self.closed_ms
                 event = dataclasses.replace(event, ts_ms=ts)
                 self.late_events += 1

@@ -80,6 +80,12 @@ class PairIngestor:
         self.builder_cursor: int | None = None
         self.checkpoint_ms: int | None = None
         self.detection = None
+        # Read ahead of the committed cursor (live feeds, `read_ahead`): the builder and the
+        # detectors have seen the events before `fed_ms`; what they found and the last event
+        # of each kind since the cursor wait here for the tick that closes their second.
+        self.fed_ms: int | None = None
+        self._found: list[dict] = []
+        self._seen: dict[type, int] = {}
 
     def _warm_up_before_the_lock(self) -> list[dict] | None:
         """A warm-up replays up to half an hour of events. Inside the step's transaction it
@@ -127,6 +133,7 @@ class PairIngestor:
             if not (replayed or first_step):
                 found = []
         self.builder, self.builder_cursor = self._restored_builder(cursor_ms), cursor_ms
+        self.fed_ms, self._found, self._seen = cursor_ms, [], {}
         return found
 
     def _restored_builder(self, cursor_ms: int) -> BarBuilder:
@@ -191,6 +198,39 @@ class PairIngestor:
         """The builder and detectors saw events that did not commit: rebuild them next step."""
         self.builder_cursor = None
         self.detection = None
+        self.fed_ms, self._found, self._seen = None, [], {}
+
+    def read_ahead(self, now_ms: int) -> None:
+        """Between ticks, feed the builder and the detectors the live events the feed already
+        vouches for, so that the tick closing their second only reads its last moments and
+        writes: a process's tick of 50 busy pairs otherwise did all of a second's work at
+        once, while the seconds waited. Never past the end of the second after the committed
+        cursor: every tick that closes seconds ends at or after it, so the builder is never
+        fed past the point it is flushed to (a checkpoint is taken there, with no second
+        half-read). The same events in the same order as one read at the tick: the bars and
+        detections are the same. Writes nothing; a tick that fails forgets all of it (reset)."""
+        if not self.live or self.builder is None or self.builder_cursor is None or self.fed_ms is None:
+            return
+        vouched = self.source.window_end(self.ref, now_ms)
+        if vouched is None:
+            return
+        until = min(vouched, now_ms - settings.INGESTION_LAG_MS, self.builder_cursor + 1000)
+        self._feed(until)
+
+    def _feed(self, until_ms: int) -> None:
+        """Feed the builder and the detectors the source's events from `fed_ms` to until_ms."""
+        if until_ms <= self.fed_ms:
+            return
+        builder_feed, detect = self.builder.feed, self.detection.feed if self.detection is not None else None
+        found, seen = self._found, self._seen
+        for event in self.source.events(self.ref, self.fed_ms, until_ms):
+            builder_feed(event)
+            if detect is not None:
+                detected = detect(event)
+                if detected:
+                    found.extend(detected)
+            seen[type(event)] = event.ts_ms
+        self.fed_ms = until_ms
 
     def advance(self, state: IngestionState, until_ms: int, warmed: list[dict] | None,
                 alive: frozenset[str] | None = None) -> _Advance | None:
@@ -222,18 +262,12 @@ class PairIngestor:
                 self._note_feed(state)
             return None
         detections = warmed if warmed is not None and self.builder_cursor == cursor else []
-        if self.builder_cursor != cursor:  # the cursor moved since (another process stepped)
+        if self.builder_cursor != cursor or self.fed_ms > end:  # the cursor moved since (another process stepped)
             detections = self._warm_up(cursor, self._before_any_event_step())
-        seen = {}
-        builder, detect = self.builder, self.detection.feed if self.detection is not None else None
-        feed = builder.feed
-        for event in self.source.events(self.ref, cursor, end):
-            feed(event)
-            if detect is not None:
-                found = detect(event)
-                if found:
-                    detections.extend(found)
-            seen[type(event)] = event.ts_ms
+        builder = self.builder
+        self._feed(end)
+        detections = detections + self._found if detections else self._found
+        seen, self._found, self._seen = self._seen, [], {}
         bars = builder.flush(end)
         handing_over = bool(state.handover_to) and state.handover_ready_ms is not None \
             and end >= state.handover_ready_ms and (alive is None or state.handover_to in alive)
@@ -682,11 +716,7 @@ def run_loop(*, owner: str, stop: threading.Event | None = None, tick_seconds: f
                 logger.exception("Ingestion loop iteration failed; retrying")
             finally:
                 close_old_connections()
-            wait = _until_next_tick(tick_seconds, time.monotonic() - started)
-            if stop:
-                stop.wait(wait)
-            else:
-                time.sleep(wait)
+            _wait_reading_ahead(ingestors, _until_next_tick(tick_seconds, time.monotonic() - started), stop)
     finally:
         try:
             worker_leave(owner=owner)
@@ -710,6 +740,34 @@ def _until_next_tick(tick_seconds: float, elapsed: float) -> float:
         return 0.05
     phase = (settings.INGESTION_LAG_MS + TICK_AFTER_CLOSE_MS) % period_ms
     return max((phase - time.time() * 1000) % period_ms, 1) / 1000
+
+
+def _wait_reading_ahead(ingestors: dict[int, PairIngestor], wait: float, stop: threading.Event | None) -> None:
+    """Wait `wait` seconds for the next tick, reading the live pairs' events ahead of it
+    every INGESTION_READ_AHEAD_MS (PairIngestor.read_ahead)."""
+    deadline = time.monotonic() + wait
+    period = settings.INGESTION_READ_AHEAD_MS / 1000
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or (stop and stop.is_set()):
+            return
+        nap = min(left, period) if period > 0 else left
+        if stop:
+            stop.wait(nap)
+        else:
+            time.sleep(nap)
+        if period > 0 and deadline - time.monotonic() > READ_AHEAD_BEFORE_TICK_S:
+            now_ms = clock.now_ms()
+            for ingestor in list(ingestors.values()):
+                try:
+                    ingestor.read_ahead(now_ms)
+                except Exception:  # the tick meets the same failure and records it
+                    logger.debug("reading ahead failed for %s", ingestor.pair, exc_info=True)
+                    ingestor.reset()
+
+
+# Right before a tick the tick itself reads: a read ahead would only delay it.
+READ_AHEAD_BEFORE_TICK_S = 0.03
 
 
 def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:

@@ -268,8 +268,11 @@ INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=True)
 # How long after a second ends it may be closed: the exchange's streams (trades, depth, best
 # quotes) reach us out of order by up to this. On the real Binance recordings of data/realdata
 # an event arrives at most 221 ms behind the fastest (99.99th percentile 217 ms on BTCUSDT,
-# 186 ms on ETHUSDT); an event later than this moves to the next open second (counted).
+# 186 ms on ETHUSDT); an event later than this moves to the first moment not read yet (counted).
 INGESTION_LAG_MS = env.int("INGESTION_LAG_MS", default=500)
+# Between ticks, a process reads its live pairs' events this often, so that a tick only
+# reads its second's last moments and writes (0: the tick reads the whole second).
+INGESTION_READ_AHEAD_MS = env.int("INGESTION_READ_AHEAD_MS", default=250)
 INGESTION_MAX_WINDOW_MS = env.int("INGESTION_MAX_WINDOW_MS", default=120_000)
 INGESTION_LEASE_SECONDS = env.int("INGESTION_LEASE_SECONDS", default=30)
 INGESTION_BACKFILL_HOURS = env.int("INGESTION_BACKFILL_HOURS", default=24)
