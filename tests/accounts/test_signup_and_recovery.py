@@ -50,7 +50,7 @@ def test_a_sign_up_cannot_sign_in_until_the_e_mailed_link_confirms_the_address(d
 
     refused, signed_in = sign_in(Client(), "new.person@example.com")
     assert not signed_in and "Confirm your e-mail address first" in refused.content.decode()
-    assert "/signup/resend/" in refused.content.decode()
+    assert '<a href="/signup/resend/">Send a new link</a>' in refused.content.decode()
 
     confirmed = client.get(link_in(message))
     assert confirmed.status_code == 302 and confirmed["Location"] == "/signin/"
