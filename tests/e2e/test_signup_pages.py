@@ -211,3 +211,40 @@ def test_the_favicon_answers_at_the_root_and_as_linked(mail_server, page):
     page.goto(f"{mail_server}/")
     icon = page.locator("link[rel=icon]").get_attribute("href")
     assert httpx.get(f"{mail_server}{icon}").headers["content-type"].startswith("image/svg+xml")
+
+
+def _post_form(client: httpx.Client, path: str, data: dict) -> httpx.Response:
+    """A form submission as a browser makes it: the CSRF token from the form's page."""
+    page = client.get(path)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return client.post(path, data={"csrfmiddlewaretoken": token, **data},
+                       headers={"Referer": f"{client.base_url}{path}"})
+
+
+def test_a_running_server_never_tells_which_addresses_have_accounts_and_throttles_e_mails(
+        mail_server, mailbox, customer, settings):
+    """Sign-up and reset answer a registered address exactly as an unknown one (the owner
+    gets an e-mail saying so instead), and both stop sending after their limits."""
+    unknown = f"unknown-{uuid.uuid4().hex[:8]}@example.com"
+    answers = {}
+    for email in (customer.email, unknown):
+        with httpx.Client(base_url=mail_server, timeout=30) as client:
+            signup = _post_form(client, "/signup/", {"email": email, "password1": NEW_PASSWORD,
+                                                     "password2": NEW_PASSWORD})
+            reset = _post_form(client, "/password/reset/", {"email": email})
+            answers[email] = (signup.status_code, signup.headers["location"], reset.status_code,
+                              reset.headers["location"])
+    assert answers[customer.email] == answers[unknown] == (302, "/signup/sent/", 302, "/password/reset/sent/")
+    assert "already has an account" in " ".join(e_mail_to(mailbox, customer.email, "You already have").split())
+    assert RESET_LINK.search(e_mail_to(mailbox, customer.email, "Reset your"))
+
+    with httpx.Client(base_url=mail_server, timeout=30) as client:
+        for _ in range(settings.PASSWORD_RESET_LIMIT - 1):  # one was sent above
+            assert _post_form(client, "/password/reset/", {"email": unknown}).status_code == 302
+        refused = _post_form(client, "/password/reset/", {"email": unknown})
+        assert refused.status_code == 200 and "Too many password resets" in refused.text
+        for _ in range(settings.SIGNUP_LIMIT - 1):
+            assert _post_form(client, "/signup/resend/", {"email": unknown}).status_code == 302
+        refused = _post_form(client, "/signup/", {"email": unknown, "password1": NEW_PASSWORD,
+                                                  "password2": NEW_PASSWORD})
+        assert refused.status_code == 200 and "Too many sign-ups" in refused.text
