@@ -22,6 +22,10 @@ class SignatureInvalid(Exception):
     """A webhook whose Stripe-Signature does not verify with STRIPE_WEBHOOK_SECRET."""
 
 
+class EventInvalid(Exception):
+    """A verified webhook whose payload is not a Stripe event."""
+
+
 @dataclass(frozen=True)
 class HostedSession:
     id: str
@@ -86,15 +90,21 @@ def portal_session_create(*, customer_id: str, return_url: str, subscription_id:
 
 def event_verified(*, payload: bytes, signature: str | None) -> dict:
     """The webhook's event as a plain dict, once its Stripe-Signature header verifies
-    (HMAC-SHA256 of "timestamp.payload" with the webhook secret, within the tolerance)."""
+    (HMAC-SHA256 of "timestamp.payload" with the webhook secret, within the tolerance).
+    The library's own check, the one Webhook.construct_event starts with; its event object
+    would then be built from a payload that may not be an object at all (a signed `[1]`
+    raises AttributeError inside it), so the JSON is read here."""
     try:
-        stripe.Webhook.construct_event(payload, signature or "", settings.STRIPE_WEBHOOK_SECRET,
-                                       tolerance=settings.STRIPE_WEBHOOK_TOLERANCE_SECONDS)
+        stripe.WebhookSignature.verify_header(payload, signature or "", settings.STRIPE_WEBHOOK_SECRET,
+                                              tolerance=settings.STRIPE_WEBHOOK_TOLERANCE_SECONDS)
     except stripe.SignatureVerificationError as exc:
         raise SignatureInvalid(str(exc)) from exc
-    except (ValueError, UnicodeDecodeError) as exc:  # signed, but not a JSON document
-        raise SignatureInvalid("The payload is not a JSON event.") from exc
-    event = json.loads(payload)
-    if not isinstance(event, dict):
-        raise SignatureInvalid("The payload is not a JSON event.")
+    except UnicodeDecodeError as exc:
+        raise SignatureInvalid("The payload is not UTF-8 text.") from exc
+    try:
+        event = json.loads(payload)
+    except ValueError as exc:
+        raise EventInvalid("The payload is not JSON.") from exc
+    if not isinstance(event, dict) or not isinstance(event.get("id"), str) or not event["id"]:
+        raise EventInvalid("The payload is not a Stripe event (an object with an id).")
     return event

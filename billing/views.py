@@ -157,10 +157,12 @@ def stripe_webhook(request):
         return error_response(request, InvalidParameter(
             "Stripe-Signature", str(exc), message="The Stripe-Signature header does not verify this payload "
                                                   "with the webhook secret."))
+    except payments.EventInvalid as exc:
+        return error_response(request, InvalidParameter("body", str(exc)))
     try:
         record = stripe_event_apply(event=event)
-    except (ValueError, TypeError) as exc:
-        return error_response(request, InvalidParameter("body", str(exc)))
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:  # a shape Stripe never sends
+        return error_response(request, InvalidParameter("body", f"The event cannot be read: {exc}"))
     if record is None:
         return JsonResponse({"received": True, "id": event["id"], "duplicate": True})
     return JsonResponse({"received": True, "id": record.event_id, "type": record.type, "outcome": record.outcome})
