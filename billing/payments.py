@@ -73,14 +73,15 @@ def checkout_session_create(*, price_id: str, account_id: int, plan_name: str, c
     return HostedSession(id=session.id, url=session.url)
 
 
-def portal_session_create(*, customer_id: str, return_url: str, subscription_id: str | None = None) -> HostedSession:
+def portal_session_create(*, customer_id: str, return_url: str, subscription_id: str | None = None,
+                          flow: str | None = None) -> HostedSession:
     """Stripe's billing portal for the customer: payment method, invoices, cancelling; with
-    a subscription, opened on switching its plan (the plans offered there are set up in
-    Stripe's portal configuration)."""
+    a subscription and a flow ("subscription_update" or "subscription_cancel"), opened on
+    switching its plan or on cancelling it (the plans offered there are set up in Stripe's
+    portal configuration)."""
     params: dict = {"customer": customer_id, "return_url": return_url}
-    if subscription_id:
-        params["flow_data"] = {"type": "subscription_update",
-                               "subscription_update": {"subscription": subscription_id}}
+    if subscription_id and flow:
+        params["flow_data"] = {"type": flow, flow: {"subscription": subscription_id}}
     try:
         session = _client().v1.billing_portal.sessions.create(params=params)
     except stripe.StripeError as exc:

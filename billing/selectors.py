@@ -140,7 +140,7 @@ def upgrade_refusal(*, account, plan) -> str | None:
 class PlanChoice:
     plan: object
     current: bool
-    action: str  # "checkout", "portal" (switch the subscription's plan), "staff" or "" (current)
+    action: str  # "checkout", "portal" (switch or cancel the subscription), "staff" or "" (current)
 
 
 @dataclass(frozen=True)
@@ -169,12 +169,13 @@ def payment_standing(*, account, events: int = 5) -> PaymentStanding:
         plans = [account.plan, *plans]  # a plan made for this account is shown as its own
     for plan in plans:
         current = plan.pk == account.plan_id
+        subscribed = self_served and mapping is not None and bool(mapping.subscription_id)
         if current:
             action = ""
+        elif subscribed and (plan.stripe_price_id or plan.monthly_price_usd == 0):
+            action = "portal"  # switch the subscription's price, or cancel it for a free plan
         elif not self_served or not plan.stripe_price_id:
             action = "staff"
-        elif mapping is not None and mapping.subscription_id:
-            action = "portal"
         else:
             action = "checkout"
         choices.append(PlanChoice(plan=plan, current=current, action=action))

@@ -116,16 +116,19 @@ def checkout_start(*, account, plan: Plan, email: str, success_url: str, cancel_
 
 def portal_start(*, account, return_url: str, plan: Plan | None = None):
     """Stripe's billing portal for the account's customer: update the payment method, see
-    invoices, cancel; with `plan`, straight to switching the subscription's plan."""
+    invoices, cancel; with `plan`, straight to switching the subscription to it (cancelling
+    it, for a plan Stripe does not sell: the free plan)."""
     from . import payments
 
     mapping = getattr(account, "stripe_customer", None)
     if mapping is None or not payments.checkout_configured():
         raise UpgradeRefused("This account's payments are arranged with staff.")
+    flow = None
+    if plan is not None and plan.pk != account.plan_id:
+        flow = "subscription_update" if plan.stripe_price_id else "subscription_cancel"
     try:
-        return payments.portal_session_create(
-            customer_id=mapping.customer_id, return_url=return_url,
-            subscription_id=mapping.subscription_id if plan is not None else None)
+        return payments.portal_session_create(customer_id=mapping.customer_id, return_url=return_url,
+                                              subscription_id=mapping.subscription_id, flow=flow)
     except payments.PaymentsUnavailable as exc:
         raise UpgradeRefused("Stripe could not open the billing portal. Try again in a minute.") from exc
 

@@ -124,7 +124,7 @@ def plan_portal(request):
         form = PlanChoiceForm(request.POST)
         if not form.is_valid():
             return _plan_page(request, account, error=form.errors["plan"][0], status=400)
-        plan = form.cleaned_data["plan"] if form.cleaned_data["plan"].stripe_price_id else None
+        plan = form.cleaned_data["plan"]
     try:
         session = portal_start(account=account, plan=plan,
                                return_url=request.build_absolute_uri(reverse("billing:plan")))

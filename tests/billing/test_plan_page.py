@@ -139,10 +139,14 @@ def test_a_subscriber_switches_plan_and_updates_payment_in_stripes_billing_porta
     assert client.post("/account/plan/billing-portal/").status_code == 302
     assert client.post("/account/plan/billing-portal/", {"plan": "enterprise"})["Location"] == \
         "https://billing.stripe.test/p/session/bps_test_1"
-    (_, plain), (_, switch) = stripe_calls
+    (_, plain), (_, switch) = stripe_calls[:2]
     assert plain == {"customer": "cus_test_9", "return_url": "http://testserver/account/plan/"}
     assert switch["flow_data"] == {"type": "subscription_update",
                                    "subscription_update": {"subscription": "sub_test_9"}}
+    client.post("/account/plan/billing-portal/", {"plan": "free"})
+    assert stripe_calls[-1][1]["flow_data"] == {"type": "subscription_cancel",
+                                                "subscription_cancel": {"subscription": "sub_test_9"}}
+    assert "Cancel subscription" in html
     refused = client.post("/account/plan/checkout/", {"plan": "enterprise"})  # not a second subscription
     assert refused.status_code == 409 and "billing portal" in refused.content.decode()
 
