@@ -9,6 +9,6 @@ urlpatterns = [
     path("account/plan/", views.plan_page, name="plan"),
     path("account/plan/checkout/", views.plan_checkout, name="checkout"),
     path("account/plan/billing-portal/", views.plan_portal, name="portal"),
-    # Stripe's webhook: under /api/ so that every error leaves in the API's envelope
-    path("api/v1/billing/stripe/webhook", views.stripe_webhook, name="stripe-webhook"),
+    # Stripe's webhook, for Stripe and not a client: under /api/ (every error in the API's envelope), outside v1
+    path("api/billing/stripe/webhook", views.stripe_webhook, name="stripe-webhook"),
 ]

@@ -11,7 +11,7 @@ import json
 import time
 
 WEBHOOK_SECRET = "whsec_test_0123456789abcdefghijklmnopqrstuv"
-WEBHOOK_PATH = "/api/v1/billing/stripe/webhook"
+WEBHOOK_PATH = "/api/billing/stripe/webhook"
 _ids = itertools.count(1)
 
 

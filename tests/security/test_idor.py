@@ -217,7 +217,7 @@ def check_stripe_webhook(w: World):
     from billing.models import StripeEvent
 
     for client in (w.web, w.api):
-        response = client.post("/api/v1/billing/stripe/webhook", {"type": "invoice.payment_failed"},
+        response = client.post("/api/billing/stripe/webhook", {"type": "invoice.payment_failed"},
                                content_type="application/json")
         assert response.status_code in (400, 404)
     assert not StripeEvent.objects.exists()
@@ -356,7 +356,7 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "account/plan/": check_plan_page,
     "account/plan/checkout/": check_plan_checkout,
     "account/plan/billing-portal/": check_plan_portal,
-    "api/v1/billing/stripe/webhook": check_stripe_webhook,
+    "api/billing/stripe/webhook": check_stripe_webhook,
     "account/streams/": check_streams_page,
     "account/streams/<int:subscription_id>/unsubscribe/": check_unsubscribe,
     "account/live/": check_live_page,
