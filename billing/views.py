@@ -64,19 +64,43 @@ def usage_page(request):
 
 # -- the plan page and Stripe ---------------------------------------------------------------
 
-CHECKOUT_NOTICES = {
-    "success": "Thank you: Stripe is confirming the payment. Your new plan shows here as soon as it "
-               "confirms, usually within seconds; reload the page if it has not yet.",
-    "cancelled": "Checkout cancelled: nothing was charged and your plan is unchanged.",
-}
+CHECKOUT_REFRESH_SECONDS = 3
+CHECKOUT_REFRESH_TRIES = 40  # two minutes of waiting for Stripe's confirmation, then a word
+
+
+def _checkout_notice(request, account) -> dict | None:
+    """What the page says when the customer comes back from Checkout; while Stripe has not
+    confirmed, the page looks again every few seconds (static/js/plan.js)."""
+    from datetime import timedelta
+
+    from .models import StripeEvent
+
+    outcome = request.GET.get("checkout", "") if request.method == "GET" else ""
+    if outcome == "cancelled":
+        return {"text": "Checkout cancelled: nothing was charged and your plan is unchanged."}
+    if outcome != "success":
+        return None
+    confirmed = (StripeEvent.objects.filter(account=account, type__startswith="checkout.session.",
+                                            received_at__gte=clock.utcnow() - timedelta(minutes=30))
+                 .exclude(outcome__startswith="ignored").exclude(outcome__startswith="customer mapped").exists())
+    if confirmed:
+        return {"text": f"Payment confirmed: the account is on {account.plan.name.capitalize()}."}
+    tries = request.GET.get("try", "0")
+    tries = int(tries) if tries.isdigit() and len(tries) < 4 else 0
+    if tries >= CHECKOUT_REFRESH_TRIES:
+        return {"text": "Stripe has not confirmed the payment yet. Your plan changes as soon as it does; "
+                        "if you were charged and nothing changes within the hour, write to us."}
+    return {"text": "Thank you: Stripe is confirming the payment. Your new plan shows here as soon as it "
+                    "confirms, usually within seconds.",
+            "refresh_url": f"{reverse('billing:plan')}?checkout=success&try={tries + 1}",
+            "refresh_seconds": CHECKOUT_REFRESH_SECONDS}
 
 
 def _plan_page(request, account, *, error: str | None = None, status: int = 200):
     from .selectors import payment_standing
 
-    notice = CHECKOUT_NOTICES.get(request.GET.get("checkout", "")) if request.method == "GET" else None
     context = {"account": account, "standing": payment_standing(account=account), "error": error,
-               "notice": notice}
+               "notice": _checkout_notice(request, account)}
     return render(request, "billing/plan.html", context, status=status)
 
 

@@ -92,9 +92,26 @@ def test_upgrading_sends_the_customer_to_stripe_checkout_for_the_plans_price(mak
     assert account.__class__.objects.get(pk=account.pk).plan.name == "free"  # until Stripe's webhook says so
 
 
-def test_coming_back_from_checkout_says_what_happens_next(make_account):
-    client = web(make_account(plan="free"))
-    assert "Stripe is confirming the payment" in client.get("/account/plan/?checkout=success").content.decode()
+def test_back_from_checkout_the_page_looks_again_until_stripe_confirms_then_says_so(make_account, settings):
+    from billing.services import stripe_event_apply
+
+    from .stripe_events import checkout_completed
+
+    account = make_account(plan="free")
+    client = web(account)
+    html = client.get("/account/plan/?checkout=success").content.decode()
+    assert "Stripe is confirming the payment" in html
+    assert 'data-refresh-url="/account/plan/?checkout=success&amp;try=1"' in html
+    assert 'data-refresh-url="/account/plan/?checkout=success&amp;try=8"' in \
+        client.get("/account/plan/?checkout=success&try=7").content.decode()
+    for odd in ("x", "-1", "99999999999", ""):
+        assert client.get(f"/account/plan/?checkout=success&try={odd}").status_code == 200
+    waited = client.get("/account/plan/?checkout=success&try=40").content.decode()
+    assert "has not confirmed the payment yet" in waited and "data-refresh-url" not in waited
+
+    stripe_event_apply(event=checkout_completed(account_id=account.pk, plan="pro"))
+    done = client.get("/account/plan/?checkout=success&try=3").content.decode()
+    assert "Payment confirmed: the account is on Pro." in done and "data-refresh-url" not in done
     assert "nothing was charged" in client.get("/account/plan/?checkout=cancelled").content.decode()
 
 

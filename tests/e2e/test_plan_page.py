@@ -126,8 +126,9 @@ def test_a_customer_upgrades_through_stripe_checkout_and_the_signed_webhook_show
                                                          plan=asked["metadata[plan]"], customer=customer,
                                                          subscription=subscription))
     assert done["outcome"].startswith("plan pro")
-    page.goto(f"{stripe_server}/account/plan/")
-    expect(page.locator("#current-plan-name")).to_have_text("Pro")
+    # the page looks again by itself until Stripe has confirmed
+    expect(page.locator("#current-plan-name")).to_have_text("Pro", timeout=15_000)
+    expect(page.locator("#checkout-notice")).to_have_text("Payment confirmed: the account is on Pro.")
     expect(page.locator("#payment-standing")).to_have_text("Active")
     expect(page.locator("#payment-events")).to_contain_text("checkout.session.completed")
     expect(page.get_by_role("button", name="Switch to Enterprise")).to_be_visible()
