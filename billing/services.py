@@ -31,7 +31,8 @@ def parse_features(text: str) -> list[str]:
 
 def plan_upsert(*, name: str, features: list[str] | None = None,
                 monthly_requests: int | None = None, monthly_bytes: int | None = None,
-                pair_price_usd: Decimal | None = None, monthly_price_usd: Decimal | None = None) -> Plan:
+                pair_price_usd: Decimal | None = None, monthly_price_usd: Decimal | None = None,
+                stripe_price_id: str | None = None) -> Plan:
     """Create or update a plan; omitted fields keep their value (or the model default)."""
     with transaction.atomic():
         plan = Plan.objects.select_for_update().filter(name=name).first() or Plan(name=name)
@@ -46,6 +47,8 @@ def plan_upsert(*, name: str, features: list[str] | None = None,
             plan.pair_price_usd = pair_price_usd
         if monthly_price_usd is not None:
             plan.monthly_price_usd = monthly_price_usd
+        if stripe_price_id is not None:
+            plan.stripe_price_id = stripe_price_id
         plan.full_clean()
         plan.save()
     return plan
