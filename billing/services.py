@@ -264,7 +264,9 @@ def _on_checkout_completed(session: dict, created):
     if session.get("mode") != "subscription":
         return None, "ignored: not a subscription checkout"
     reference = str(session.get("client_reference_id") or (session.get("metadata") or {}).get("account_id") or "")
-    account = Account.objects.filter(pk=int(reference)).first() if reference.isdigit() else None
+    # locked: two sessions of one account completing at once must not both create its mapping
+    account = (Account.objects.select_for_update().filter(pk=int(reference)).first()
+               if reference.isdigit() and len(reference) < 19 else None)
     if account is None:
         return None, "ignored: no such account"
     customer_id = _object_id(session.get("customer"))

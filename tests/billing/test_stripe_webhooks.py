@@ -197,3 +197,43 @@ def test_without_a_webhook_secret_the_endpoint_takes_no_webhooks(db, settings):
     response = Client().post(WEBHOOK_PATH, body, content_type="application/json",
                              HTTP_STRIPE_SIGNATURE=headers["Stripe-Signature"])
     _assert_envelope(response, 404, "not_found")
+
+
+@pytest.mark.parametrize("reference", ["9" * 40, "-1", "abc", ""])
+def test_a_checkout_naming_no_account_of_ours_is_recorded_and_ignored(db, reference):
+    stripe_event = checkout_completed(account_id=0, plan="pro")
+    stripe_event["data"]["object"].update(client_reference_id=reference, metadata={})
+    response = deliver(stripe_event)
+    assert response.status_code == 200 and response.json()["outcome"] == "ignored: no such account"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_same_event_redelivered_while_the_first_delivery_runs_is_applied_once(make_account, prices):
+    """Stripe may retry before our first answer reached it: the unique event id makes the
+    second delivery wait for the first and then do nothing."""
+    import threading
+
+    from django.db import connection
+
+    from billing.services import stripe_event_apply
+
+    account = make_account(plan="free")
+    bought = checkout_completed(account_id=account.pk, plan="pro")
+    start, results = threading.Barrier(4), []
+
+    def deliver_in_a_thread():
+        start.wait()
+        try:
+            results.append(stripe_event_apply(event=bought))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver_in_a_thread) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(results) == 4 and sum(result is not None for result in results) == 1
+    assert StripeEvent.objects.filter(event_id=bought["id"]).count() == 1
+    assert standing(account) == ("pro", "active")
