@@ -46,3 +46,40 @@ class UsageCounterAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+from .models import StripeCustomer, StripeEvent  # noqa: E402
+
+PlanAdmin.list_display = (*PlanAdmin.list_display[:-2], "monthly_price_usd", "stripe_price_id", "is_public",
+                          *PlanAdmin.list_display[-2:])
+
+
+@admin.register(StripeCustomer)
+class StripeCustomerAdmin(admin.ModelAdmin):
+    """Who pays for an account in Stripe; written by the webhooks only."""
+
+    list_display = ("account", "customer_id", "subscription_id", "standing_as_of", "updated_at")
+    search_fields = ("account__name", "account__users__email", "customer_id", "subscription_id")
+    readonly_fields = ("account", "customer_id", "subscription_id", "standing_as_of", "created_at", "updated_at")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(StripeEvent)
+class StripeEventAdmin(admin.ModelAdmin):
+    """The Stripe events received, each applied once."""
+
+    list_display = ("received_at", "type", "account", "outcome", "event_id")
+    list_filter = ("type",)
+    search_fields = ("event_id", "account__name", "account__users__email")
+    list_select_related = ("account",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

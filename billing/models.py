@@ -22,6 +22,16 @@ class Plan(models.Model):
     pair_price_usd = models.DecimalField(
         max_digits=10, decimal_places=2, default=Decimal("0"),
         help_text="Price per streamed pair per month; billed pro rata per pair-day.")
+    monthly_price_usd = models.DecimalField(
+        max_digits=10, decimal_places=2, default=Decimal("0"),
+        help_text="The plan's own price per month, as its Stripe price charges it (shown on the plan page).")
+    stripe_price_id = models.CharField(
+        "Stripe price id", max_length=255, blank=True, default="",
+        help_text="The recurring Stripe price (price_...) Checkout sells this plan with; "
+                  "empty: upgrading to it is arranged with staff.")
+    is_public = models.BooleanField(
+        "listed", default=True,
+        help_text="Shown on the plan and landing pages; off for plans made for one customer.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -31,6 +41,10 @@ class Plan(models.Model):
             models.CheckConstraint(condition=Q(monthly_requests__gte=0), name="plan_requests_nonnegative"),
             models.CheckConstraint(condition=Q(monthly_bytes__gte=0), name="plan_bytes_nonnegative"),
             models.CheckConstraint(condition=Q(pair_price_usd__gte=0), name="plan_pair_price_nonnegative"),
+            models.CheckConstraint(condition=Q(monthly_price_usd__gte=0), name="plan_monthly_price_nonnegative"),
+            # a webhook's price id must name one plan
+            models.UniqueConstraint(fields=["stripe_price_id"], condition=~Q(stripe_price_id=""),
+                                    name="plan_one_plan_per_stripe_price"),
         ]
 
     def __str__(self) -> str:
@@ -96,3 +110,45 @@ class PairBillingPeriod(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account_id} {self.pair_id} {self.metrics} {self.started_at:%Y-%m-%d}→{self.ended_at or '…'}"
+
+
+class StripeCustomer(models.Model):
+    """Which Stripe customer pays for an account, and its current subscription. Written by
+    the webhooks only (billing.services); `standing_as_of` is the creation time of the last
+    Stripe event applied to the account, so an event Stripe delivers late never undoes a
+    newer one."""
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="stripe_customer")
+    customer_id = models.CharField("Stripe customer id", max_length=255, unique=True)
+    subscription_id = models.CharField("Stripe subscription id", max_length=255, blank=True, default="")
+    standing_as_of = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(customer_id__startswith="cus_"), name="stripe_customer_id_form"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.customer_id} ({self.account})"
+
+
+class StripeEvent(models.Model):
+    """A Stripe webhook event we processed, once: Stripe delivers an event at least once
+    and retries it until we answer 2xx, so the unique event id makes a replay a no-op."""
+
+    event_id = models.CharField(max_length=255, unique=True)
+    type = models.CharField(max_length=100)
+    account = models.ForeignKey("accounts.Account", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    outcome = models.CharField(max_length=200, help_text="What the event did to the account, or why nothing.")
+    created_at = models.DateTimeField(help_text="When Stripe created the event.")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        indexes = [models.Index(fields=["account", "-received_at"], name="stripe_event_account")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.event_id}"

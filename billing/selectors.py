@@ -8,11 +8,6 @@ from datetime import date, datetime, timedelta, timezone
 from .models import Plan, UsageCounter
 
 
-def plans_offered() -> list[Plan]:
-    """The plans as the public pages list them: cheapest and smallest first."""
-    return list(Plan.objects.order_by("monthly_requests", "pair_price_usd", "name"))
-
-
 def streaming_plan_refusal(account):
     """403 plan_forbidden when the account's plan lacks streaming, else None: what every
     streaming endpoint asks (DRF's HasStreamingAccess) and the SSE feed with it."""
@@ -114,3 +109,78 @@ def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill
     return [PairBill(pair_path=info[pid][0], days=len(d), metrics=info[pid][1],
                      cost_usd=round(price * len(d) / days_in_month, 2), open_now=info[pid][2])
             for pid, d in sorted(days.items(), key=lambda item: info[item[0]][0])]
+
+
+def plans_public() -> list:
+    """The plans a visitor or customer may choose from (staff's `listed` plans), cheapest
+    first: what the plan page and the landing page show."""
+    from .models import Plan
+
+    return list(Plan.objects.filter(is_public=True).order_by("monthly_price_usd", "monthly_requests", "name"))
+
+
+def upgrade_refusal(*, account, plan) -> str | None:
+    """Why the account cannot buy `plan` through Stripe Checkout now, in words for the plan
+    page, or None when it can."""
+    from . import payments
+
+    if not payments.checkout_configured() or not plan.stripe_price_id:
+        return f"Moving to {plan.name} is arranged with our staff: write to us and we set it up."
+    if not plan.is_public:
+        return f"The plan {plan.name} is not offered."
+    if plan.pk == account.plan_id:
+        return f"The account is already on {plan.name}."
+    mapping = getattr(account, "stripe_customer", None)
+    if mapping is not None and mapping.subscription_id:
+        return "The account has a subscription already: change its plan in the billing portal."
+    return None
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    plan: object
+    current: bool
+    action: str  # "checkout", "portal" (switch or cancel the subscription), "staff" or "" (current)
+
+
+@dataclass(frozen=True)
+class PaymentStanding:
+    plan: object
+    payment: str
+    payment_active: bool
+    self_served: bool  # Stripe keys configured on this deployment
+    customer_id: str  # the Stripe customer paying, or ""
+    subscription_id: str
+    choices: list[PlanChoice]
+    events: list  # the account's latest StripeEvent rows
+
+
+def payment_standing(*, account, events: int = 5) -> PaymentStanding:
+    """The account's plan, payment standing and Stripe subscription, with each public
+    plan and how this account can move to it."""
+    from . import payments
+    from .models import StripeCustomer, StripeEvent
+
+    mapping = StripeCustomer.objects.filter(account=account).first()
+    self_served = payments.checkout_configured()
+    choices = []
+    plans = plans_public()
+    if account.plan_id not in {plan.pk for plan in plans}:
+        plans = [account.plan, *plans]  # a plan made for this account is shown as its own
+    for plan in plans:
+        current = plan.pk == account.plan_id
+        subscribed = self_served and mapping is not None and bool(mapping.subscription_id)
+        if current:
+            action = ""
+        elif subscribed and (plan.stripe_price_id or plan.monthly_price_usd == 0):
+            action = "portal"  # switch the subscription's price, or cancel it for a free plan
+        elif not self_served or not plan.stripe_price_id:
+            action = "staff"
+        else:
+            action = "checkout"
+        choices.append(PlanChoice(plan=plan, current=current, action=action))
+    return PaymentStanding(
+        plan=account.plan, payment=account.payment, payment_active=account.payment_active,
+        self_served=self_served, customer_id=mapping.customer_id if mapping else "",
+        subscription_id=mapping.subscription_id if mapping else "", choices=choices,
+        events=list(StripeEvent.objects.filter(account=account).order_by("-received_at")[:events]))

@@ -3,7 +3,7 @@ billing (the plans) offer, and a lower app may not import a higher one."""
 
 from django.shortcuts import redirect, render
 
-from billing.selectors import plans_offered
+from billing.selectors import plans_public
 
 
 def home(request):
@@ -11,4 +11,4 @@ def home(request):
     them, and the way in."""
     if request.user.is_authenticated:
         return redirect("accounts:keys")
-    return render(request, "landing.html", {"plans": plans_offered()})
+    return render(request, "landing.html", {"plans": plans_public()})

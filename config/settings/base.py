@@ -245,8 +245,6 @@ PASSWORD_RESET_WINDOW_SECONDS = env.int("PASSWORD_RESET_WINDOW_SECONDS", default
 # The e-mailed links: a sign-up's confirmation and a password reset, each usable once.
 SIGNUP_LINK_TIMEOUT_SECONDS = env.int("SIGNUP_LINK_TIMEOUT_SECONDS", default=2 * 24 * 3600)
 PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT_SECONDS", default=3600)
-# The plan a new sign-up starts on (billing.receivers).
-SIGNUP_PLAN = env("SIGNUP_PLAN", default="free")
 
 # E-mail (sign-up confirmations, password resets), one URL (django-environ): in production
 # smtp+tls://USER:PASSWORD@HOST:587 (config/settings/production.py); on a laptop every
@@ -353,3 +351,10 @@ SCHEMES_WARMUP_MINUTES = env.int("SCHEMES_WARMUP_MINUTES", default=30)
 # Depth streams that net their updates, per exchange slug: Binance's @depth@100ms, Coinbase's
 # level2_batch. The detectors match a level's decrease with the trades of that window.
 DEPTH_BATCH_MS = {"binance": 100, "coinbase": 50}
+
+# Payments through Stripe (billing/payments.py). Without a secret key the plan page says
+# upgrading is arranged with staff, and staff set the standing in admin.
+STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
+STRIPE_WEBHOOK_SECRET = env("STRIPE_WEBHOOK_SECRET", default="")
+STRIPE_API_BASE = env("STRIPE_API_BASE", default="")  # empty: Stripe's own; a stub or stripe-mock in tests
+STRIPE_WEBHOOK_TOLERANCE_SECONDS = env.int("STRIPE_WEBHOOK_TOLERANCE_SECONDS", default=300)

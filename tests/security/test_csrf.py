@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from django.conf import settings
-from django.test import Client
+from django.test import Client, override_settings
 
 from .conftest import PASSWORD
 from .test_idor import enumerate_routes
@@ -60,6 +60,13 @@ def rendered_pages(customer) -> list[tuple[str, str, object]]:
         response = signed_in.get(url)
         pages.append((url, response))
     pages.append(("/signout/", signed_in.get("/signout/")))
+    from billing.models import Plan, StripeCustomer
+
+    # the plan page's forms show when Stripe is configured: checkout, and the billing portal
+    Plan.objects.filter(name="enterprise").update(stripe_price_id="price_test_enterprise")
+    StripeCustomer.objects.get_or_create(account=customer.account, defaults={"customer_id": "cus_test_csrf"})
+    with override_settings(STRIPE_SECRET_KEY="sk_test_not_a_real_key"):
+        pages.append(("/account/plan/", signed_in.get("/account/plan/")))
     visitor = Client()
     for url in ("/", "/signin/", "/admin/login/", "/signup/", "/signup/resend/", "/password/reset/"):
         pages.append((url, visitor.get(url)))
@@ -105,6 +112,7 @@ def test_every_post_form_on_every_page_is_refused_without_its_csrf_token(two_cus
     assert any(re.fullmatch(r"/password/reset/[\w-]+/set-password/", a) for a in checked)
     assert any(re.fullmatch(r"/account/keys/\d+/revoke/", a) for a in checked)
     assert any(re.fullmatch(r"/account/streams/\d+/unsubscribe/", a) for a in checked)
+    assert {"/account/plan/checkout/", "/account/plan/billing-portal/"} <= checked
 
 
 def test_every_web_route_refuses_a_post_without_a_csrf_token(two_customers):

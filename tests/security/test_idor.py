@@ -229,6 +229,64 @@ def check_admin(w: World):
             assert response.status_code == 302 and "/admin/login/" in response["Location"], (url, method)
 
 
+def check_plan_page(w: World):
+    response = w.web.get("/account/plan/")
+    assert response.status_code == 200
+    assert response.context["account"] == w.a.account
+    w.assert_nothing_of_b(response)
+
+
+def _b_pays_through_stripe(w: World):
+    from billing.models import StripeCustomer
+
+    return StripeCustomer.objects.get_or_create(account=w.b.account, defaults={
+        "customer_id": "cus_b_security", "subscription_id": "sub_b_security"})[0]
+
+
+def check_plan_checkout(w: World):
+    """A's checkout names A, never B, whatever A posts."""
+    from unittest import mock
+
+    from billing import payments
+
+    _b_pays_through_stripe(w)
+    with mock.patch.object(payments, "checkout_configured", return_value=True), \
+            mock.patch.object(payments, "checkout_session_create",
+                              return_value=payments.HostedSession(id="cs_x", url="https://stripe.test/cs_x")) as made:
+        w.a.account.plan.__class__.objects.filter(name="enterprise").update(stripe_price_id="price_x")
+        response = w.web.post("/account/plan/checkout/", {"plan": "enterprise", "account": w.b.account.pk,
+                                                          "customer": "cus_b_security"})
+    assert response.status_code == 302
+    assert made.call_args.kwargs["account_id"] == w.a.account.pk
+    assert made.call_args.kwargs["customer_id"] is None and made.call_args.kwargs["email"] == w.a.email
+
+
+def check_plan_portal(w: World):
+    """A, who has no Stripe customer, never reaches B's billing portal."""
+    from unittest import mock
+
+    from billing import payments
+
+    _b_pays_through_stripe(w)
+    with mock.patch.object(payments, "checkout_configured", return_value=True), \
+            mock.patch.object(payments, "portal_session_create") as made:
+        response = w.web.post("/account/plan/billing-portal/", {"customer": "cus_b_security"})
+    assert response.status_code == 409 and not made.called
+    w.assert_nothing_of_b(response)
+
+
+def check_stripe_webhook(w: World):
+    """Only Stripe's signature moves an account: A's session and key move nothing."""
+    from billing.models import StripeEvent
+
+    for client in (w.web, w.api):
+        response = client.post("/api/billing/stripe/webhook", {"type": "invoice.payment_failed"},
+                               content_type="application/json")
+        assert response.status_code in (400, 404)
+    assert not StripeEvent.objects.exists()
+    assert w.b.account.__class__.objects.get(pk=w.b.account.pk).payment == "active"
+
+
 def check_healthz(w: World):
     w.assert_nothing_of_b(w.api.get("/healthz"))
 
@@ -366,6 +424,10 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "account/keys/": check_keys_page,
     "account/keys/<int:key_id>/revoke/": check_revoke_confirm,
     "account/usage/": check_usage_page,
+    "account/plan/": check_plan_page,
+    "account/plan/checkout/": check_plan_checkout,
+    "account/plan/billing-portal/": check_plan_portal,
+    "api/billing/stripe/webhook": check_stripe_webhook,
     "account/streams/": check_streams_page,
     "account/streams/<int:subscription_id>/unsubscribe/": check_unsubscribe,
     "account/live/": check_live_page,
