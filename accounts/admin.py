@@ -82,6 +82,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke_selected(self, request, queryset):
         count = 0
         for api_key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(api_key=api_key)
+            api_key_revoke(api_key=api_key, via=ApiKey.RevokedVia.ADMIN, by=request.user)
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)

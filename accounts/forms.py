@@ -3,6 +3,8 @@ from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 
+from .models import KEY_NAME_MAX_LENGTH
+
 
 def _client_ip(request) -> str:
     return request.META.get("REMOTE_ADDR", "") if request else ""
@@ -41,7 +43,7 @@ class ThrottledLoginForm(AuthenticationForm):
 
 
 class ApiKeyCreateForm(forms.Form):
-    name = forms.CharField(max_length=100, strip=True,
+    name = forms.CharField(max_length=KEY_NAME_MAX_LENGTH, strip=True,
                            widget=forms.TextInput(attrs={"placeholder": "e.g. research notebook",
                                                          "autocomplete": "off"}))
     # One submission creates one key: a resubmitted form (reload, double click) is refused.
@@ -54,3 +56,9 @@ class ApiKeyCreateForm(forms.Form):
                 "This form was already submitted and its key created; its plaintext was "
                 "shown once. If you did not copy it, revoke that key and create another.")
         return nonce
+
+
+class ApiKeyRenameForm(forms.Form):
+    """A key's new name: the same field, and so the same rules, as at creation."""
+
+    name = ApiKeyCreateForm.base_fields["name"]

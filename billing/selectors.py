@@ -47,6 +47,12 @@ def iso_utc(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso_utc_ms(epoch_ms: int) -> str:
+    """An epoch-ms instant as ISO 8601 UTC with milliseconds (`2026-11-27T23:50:12.345Z`)."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
 @dataclass(frozen=True)
 class MonthUsage:
     start: datetime

@@ -22,10 +22,10 @@ def groups(monkeypatch):
     counted_together = metering._count_together
     seen = []
 
-    def slow(ticket, sizes):
+    def slow(ticket, sizes, keyed):
         seen.append(len(sizes))
         time.sleep(0.02)
-        return counted_together(ticket, sizes)
+        return counted_together(ticket, sizes, keyed)
 
     monkeypatch.setattr(metering, "_count_together", slow)
     return seen
@@ -104,12 +104,12 @@ def test_when_a_groups_statement_fails_its_first_answer_fails_and_the_others_cou
     counted_together = metering._count_together
     failed = []
 
-    def first_group_fails(ticket, sizes):
+    def first_group_fails(ticket, sizes, keyed):
         if len(sizes) > 1 and not failed:
             failed.append(len(sizes))
             raise OperationalError("the database went away")
         time.sleep(0.05)
-        return counted_together(ticket, sizes)
+        return counted_together(ticket, sizes, keyed)
 
     monkeypatch.setattr(metering, "_count_together", first_group_fails)
     served = serve_at_once(account, [100] * ANSWERS)

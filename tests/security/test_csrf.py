@@ -53,7 +53,7 @@ def rendered_pages(customer) -> list[tuple[str, str, object]]:
     key = customer.keys[0].api_key
     from accounts.services import api_key_revoke
 
-    api_key_revoke(api_key=customer.keys[1].api_key)  # below the cap: the create form shows
+    api_key_revoke(api_key=customer.keys[1].api_key, via="command")  # below the cap: the create form shows
     pages = []
     for url in ("/account/keys/", f"/account/keys/{key.pk}/revoke/", "/account/usage/", "/account/streams/",
                 "/account/live/", "/no/such/page/"):

@@ -102,7 +102,7 @@ def check_keys_page(w: World):
     from accounts.services import api_key_revoke
     from tests.accounts.test_web_pages import _nonce
 
-    api_key_revoke(api_key=w.a.keys[1].api_key)  # room under A's cap
+    api_key_revoke(api_key=w.a.keys[1].api_key, via="command")  # room under A's cap
     created = w.web.post("/account/keys/", {"name": "idor", "nonce": _nonce(w.web.get("/account/keys/")
                                                                              .content.decode())})
     assert created.status_code == 200 and created.context["created"].api_key.account == w.a.account
