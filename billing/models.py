@@ -70,7 +70,8 @@ class UsageCounter(models.Model):
         indexes = [models.Index(fields=["account", "period", "-period_start"], name="usage_account_recent")]
 
     def __str__(self) -> str:
-        return f"{self.account_id} {self.period} {self.period_start}: {self.requests} req, {self.bytes} B"
+        when = f"{self.period_start:%Y-%m}" if self.period == self.Period.MONTH else f"{self.period_start:%Y-%m-%d}"
+        return f"{self.account.name} / {when}"
 
 
 class PairBillingPeriod(models.Model):
@@ -95,7 +96,8 @@ class PairBillingPeriod(models.Model):
         indexes = [models.Index(fields=["account", "started_at"], name="billing_period_account")]
 
     def __str__(self) -> str:
-        return f"{self.account_id} {self.pair_id} {self.metrics} {self.started_at:%Y-%m-%d}→{self.ended_at or '…'}"
+        ended = f"{self.ended_at:%Y-%m-%d}" if self.ended_at else "open"
+        return f"{self.account.name} / {self.pair.path} / {self.started_at:%Y-%m-%d} to {ended}"
 
 
 class KeyEndpointUsage(models.Model):

@@ -115,3 +115,47 @@ def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill
     return [PairBill(pair_path=info[pid][0], days=len(d), metrics=info[pid][1],
                      cost_usd=round(price * len(d) / days_in_month, 2), open_now=info[pid][2])
             for pid, d in sorted(days.items(), key=lambda item: info[item[0]][0])]
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """Requests and bytes of one key, or one endpoint, this month."""
+
+    label: str
+    detail: str  # the key's display prefix, or ""
+    revoked: bool
+    requests: int
+    bytes: int
+    last_request_ms: int
+
+
+@dataclass(frozen=True)
+class UsageBreakdown:
+    by_key: list[UsageLine]
+    by_endpoint: list[UsageLine]
+
+
+def usage_breakdown_month(*, account_id: int, now: datetime) -> UsageBreakdown:
+    """This UTC month's counted requests and bytes per key and per endpoint, busiest first."""
+    from .models import KeyEndpointUsage
+
+    start, _ = month_bounds(now)
+    rows = (KeyEndpointUsage.objects.filter(account_id=account_id, month=start.date())
+            .select_related("api_key").order_by("api_key__created_at", "endpoint"))
+    keys: dict[int, list] = {}
+    endpoints: dict[str, list] = {}
+    for row in rows:
+        key = keys.setdefault(row.api_key_id, [row.api_key, 0, 0, 0])
+        endpoint = endpoints.setdefault(row.endpoint, [row.endpoint, 0, 0, 0])
+        for total in (key, endpoint):
+            total[1] += row.requests
+            total[2] += row.bytes
+            total[3] = max(total[3], row.last_request_ms)
+    by_key = [UsageLine(label=api_key.name, detail=api_key.display, revoked=not api_key.is_live,
+                        requests=requests, bytes=bytes_, last_request_ms=last)
+              for api_key, requests, bytes_, last in keys.values()]
+    by_endpoint = [UsageLine(label=endpoint, detail="", revoked=False, requests=requests, bytes=bytes_,
+                             last_request_ms=last)
+                   for endpoint, requests, bytes_, last in endpoints.values()]
+    busiest = lambda line: (-line.requests, -line.bytes, line.label)  # noqa: E731
+    return UsageBreakdown(by_key=sorted(by_key, key=busiest), by_endpoint=sorted(by_endpoint, key=busiest))
