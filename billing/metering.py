@@ -187,6 +187,8 @@ def open_ticket(*, account, key_id: int | None = None, endpoint: str | None = No
 
 
 _endpoints: dict[tuple[str, str], str] = {}
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_ENDPOINT_MAX_LENGTH = KeyEndpointUsage._meta.get_field("endpoint").max_length
 _ROUTE_PARAMETER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
 
 
@@ -194,9 +196,12 @@ def endpoint_label(method: str, route: str) -> str:
     """An endpoint as the customer reads it: the method and the URL pattern, its
     parameters named (`GET /api/v1/streams/{exchange}/{base}/{quote}/status`), never the
     raw path with its pair, so a pair's calls add up under one endpoint."""
+    if method not in _METHODS:
+        method = "OTHER"  # any token is a method to HTTP: never a line (or a cache entry) per made-up one
     label = _endpoints.get((method, route))
     if label is None:
-        label = _endpoints[(method, route)] = f"{method} /" + _ROUTE_PARAMETER.sub(r"{\1}", route)
+        label = (f"{method} /" + _ROUTE_PARAMETER.sub(r"{\1}", route))[:_ENDPOINT_MAX_LENGTH]
+        _endpoints[(method, route)] = label
     return label
 
 

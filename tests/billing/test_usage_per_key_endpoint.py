@@ -100,6 +100,14 @@ def test_counting_per_key_adds_no_round_trip(account, keys, monkeypatch):
 def test_the_endpoint_is_the_route_not_the_raw_path():
     assert metering.endpoint_label("GET", "api/v1/streams/<str:exchange>/<str:base>/<str:quote>/status") == STATUS
     assert metering.endpoint_label("POST", "api/v1/market/candlestick") == "POST /api/v1/market/candlestick"
+    assert metering.endpoint_label("X" * 300, "api/v1/streams") == "OTHER /api/v1/streams"
+
+
+def test_a_made_up_method_on_a_counted_endpoint_is_counted_under_other(account, keys):
+    research, _, first, _ = keys
+    response = research.generic("BREW" * 40, "/api/v1/streams")
+    assert response.status_code == 405
+    assert KeyEndpointUsage.objects.get(api_key=first).endpoint == "OTHER /api/v1/streams"
 
 
 def test_the_usage_page_shows_the_month_per_key_and_per_endpoint(account, keys):

@@ -59,6 +59,7 @@ def rendered_pages(customer) -> list[tuple[str, str, object]]:
                 "/account/live/", "/no/such/page/"):
         response = signed_in.get(url)
         pages.append((url, response))
+    pages.append((f"/account/keys/{key.pk}/rename/", signed_in.get(f"/account/keys/{key.pk}/rename/")))
     visitor = Client()
     for url in ("/signin/", "/admin/login/"):
         pages.append((url, visitor.get(url)))

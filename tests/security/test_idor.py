@@ -117,6 +117,16 @@ def check_revoke_confirm(w: World):
     assert w.web.get(f"/account/keys/{w.a.keys[0].api_key.pk}/revoke/").status_code == 200
 
 
+def check_rename_page(w: World):
+    for key in w.b_keys:
+        url = f"/account/keys/{key.pk}/rename/"
+        assert w.web.get(url).status_code == 404
+        assert w.web.post(url, {"name": "taken over"}).status_code == 404
+        key.refresh_from_db()
+        assert key.name != "taken over"
+    assert w.web.get(f"/account/keys/{w.a.keys[0].api_key.pk}/rename/").status_code == 200
+
+
 def check_usage_page(w: World):
     response = w.web.get("/account/usage/")
     assert response.status_code == 200
@@ -294,6 +304,7 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "signout/": check_signout,
     "account/keys/": check_keys_page,
     "account/keys/<int:key_id>/revoke/": check_revoke_confirm,
+    "account/keys/<int:key_id>/rename/": check_rename_page,
     "account/usage/": check_usage_page,
     "account/streams/": check_streams_page,
     "account/streams/<int:subscription_id>/unsubscribe/": check_unsubscribe,
