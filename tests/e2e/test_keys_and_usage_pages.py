@@ -143,3 +143,53 @@ def test_the_usage_page_and_me_usage_show_the_month_per_key_and_per_endpoint(
     expect(by_endpoint.nth(0)).to_contain_text("GET /api/v1/streams")
     expect(by_endpoint.nth(1)).to_contain_text(STATUS)
     assert_fits(page, watched)
+
+
+ADMIN_PAGES = ["billing/pairbillingperiod", "billing/usagecounter", "billing/keyendpointusage", "accounts/apikey",
+               "accounts/account", "streaming/streamsubscription", "schemes/schemeevent", "market/asset"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_staff_read_names_dates_and_formatted_figures_in_admin_with_no_delete_on_counted_figures(
+        width, server, customer, customer_key, server_db, api, page):
+    import uuid
+
+    from accounts.models import Account, User
+    from market.models import Pair
+    from streaming.services import subscription_upsert
+
+    email = f"staff-{uuid.uuid4().hex[:8]}@example.com"
+    with server_db.orm():
+        User.objects.create_superuser(email=email, password="staff-password")
+        pair = Pair.objects.get(exchange__slug="binance", base__symbol="BTC", quote__symbol="USDT")
+        subscription_upsert(account=Account.objects.get(pk=customer.account_id), pair=pair, metrics=["trade"])
+    assert api(server, customer_key).get("/api/v1/streams").status_code == 200
+
+    watched = at_width(page, width)
+    page.goto(f"{server}/admin/login/")
+    page.locator("#id_username").fill(email)
+    page.locator("#id_password").fill("staff-password")
+    page.locator("input[type=submit]").click()
+    expect(page).to_have_url(f"{server}/admin/")
+    for path in ADMIN_PAGES:
+        page.goto(f"{server}/admin/{path}/?q=E2E+Quant+Desk" if path == "accounts/account" else f"{server}/admin/{path}/")
+        page.wait_for_load_state("networkidle")
+        scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert scroll <= inner, (path, scroll, inner)
+        body = page.locator("#content").inner_text()
+        assert not re.search(r"(?<![\d.])1[5-9]\d{11}(?![\d.])", body), (path, body[:500])
+        if path.startswith("billing/") and path != "billing/plan":
+            expect(page.locator("option[value=delete_selected]")).to_have_count(0)
+            expect(page.locator("#content .object-tools a.addlink")).to_have_count(0)
+    page.goto(f"{server}/admin/billing/pairbillingperiod/")
+    page.locator("#result_list tbody tr th a, #result_list tbody tr td a").filter(
+        has_text="E2E Quant Desk / binance/BTC/USDT").first.click()
+    expect(page.locator("#content h2").first).to_contain_text("E2E Quant Desk / binance/BTC/USDT / ")
+    expect(page.locator("a.deletelink")).to_have_count(0)
+    page.goto(f"{server}/admin/billing/usagecounter/?q=E2E+Quant+Desk&period__exact=month")
+    page.locator("#result_list tbody tr a").first.click()
+    expect(page.locator("#content h2").first).to_have_text(re.compile(r"^E2E Quant Desk / \d{4}-\d{2}$"))
+    expect(page.locator("a.deletelink")).to_have_count(0)
+    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert scroll <= inner
+    assert watched.problems == [], watched.problems
