@@ -172,8 +172,8 @@ def test_staff_read_names_dates_and_formatted_figures_in_admin_with_no_delete_on
     page.locator("input[type=submit]").click()
     expect(page).to_have_url(f"{server}/admin/")
     for path in ADMIN_PAGES:
-        page.goto(f"{server}/admin/{path}/?q=E2E+Quant+Desk" if path == "accounts/account" else f"{server}/admin/{path}/")
-        page.wait_for_load_state("networkidle")
+        page.goto(f"{server}/admin/{path}/?q=E2E+Quant+Desk" if path == "accounts/account" else f"{server}/admin/{path}/",
+                  wait_until="load")
         scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert scroll <= inner, (path, scroll, inner)
         body = page.locator("#content").inner_text()
