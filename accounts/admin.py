@@ -16,10 +16,11 @@ class UserInline(admin.TabularInline):
 
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
-    fields = ("name", "display", "created_at", "last_used_at", "revoked_at")
+    fields = ("name", "display", "created_at", "last_used_at", "revoked_at", "revoked_via", "revoked_by")
     readonly_fields = fields
     extra = 0
     can_delete = False
+    show_change_link = True
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -27,11 +28,22 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("name", "plan", "payment", "created_at")
-    list_filter = ("plan", "payment")
+    list_display = ("name", "emails", "plan", "payment", "live_keys", "created_at")
+    list_filter = ("plan", "payment", ("created_at", admin.DateFieldListFilter))
     list_editable = ("payment",)
-    search_fields = ("name", "users__email")
+    search_fields = ("name", "users__email", "api_keys__lookup_id", "api_keys__name")
     inlines = [UserInline, ApiKeyInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("plan").prefetch_related("users", "api_keys")
+
+    @admin.display(description="users")
+    def emails(self, account):
+        return ", ".join(user.email for user in account.users.all())
+
+    @admin.display(description="live keys")
+    def live_keys(self, account):
+        return sum(1 for key in account.api_keys.all() if key.is_live)
 
     def save_model(self, request, obj, form, change):
         payment = obj.payment
@@ -63,10 +75,13 @@ class UserAdmin(BaseUserAdmin):
 class ApiKeyAdmin(admin.ModelAdmin):
     """Keys can be looked at and revoked, never created or edited here; the hash is never shown."""
 
-    list_display = ("name", "display", "account", "created_at", "last_used_at", "revoked_at")
-    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_display = ("name", "display", "account", "created_at", "last_used_at", "revoked_at", "revoked_how")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "revoked_via", "account__plan",
+                   ("created_at", admin.DateFieldListFilter))
     search_fields = ("name", "lookup_id", "account__name", "account__users__email")
-    fields = ("name", "display", "account", "created_at", "last_used_at", "revoked_at")
+    list_select_related = ("account", "revoked_by")
+    fields = ("name", "display", "account", "created_at", "last_used_at", "revoked_at", "revoked_via",
+              "revoked_by")
     readonly_fields = fields
     actions = ["revoke_selected"]
 
@@ -79,10 +94,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False  # view only; revoking is the action below
 
+    @admin.display(description="revoked how")
+    def revoked_how(self, api_key):
+        if api_key.is_live:
+            return "-"
+        by = f" ({api_key.revoked_by.email})" if api_key.revoked_by else ""
+        return f"{api_key.get_revoked_via_display()}{by}"
+
     @admin.action(description="Revoke selected keys", permissions=["view"])
     def revoke_selected(self, request, queryset):
         count = 0
         for api_key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(api_key=api_key)
+            api_key_revoke(api_key=api_key, via=ApiKey.RevokedVia.ADMIN, by=request.user)
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)

@@ -10,6 +10,8 @@ from .selectors import user_with_pending_signup
 from .services import Signup, signup_register
 from .throttles import PASSWORD_RESET, SIGN_IN, SIGN_UP, Throttle
 
+from .models import KEY_NAME_MAX_LENGTH
+
 
 def email_field(**attrs) -> forms.EmailField:
     return forms.EmailField(label="Email", max_length=254,
@@ -133,7 +135,7 @@ class ThrottledPasswordResetForm(PasswordResetForm):
 
 
 class ApiKeyCreateForm(forms.Form):
-    name = forms.CharField(max_length=100, strip=True,
+    name = forms.CharField(max_length=KEY_NAME_MAX_LENGTH, strip=True,
                            widget=forms.TextInput(attrs={"placeholder": "e.g. research notebook",
                                                          "autocomplete": "off"}))
     # One submission creates one key: a resubmitted form (reload, double click) is refused.
@@ -146,3 +148,9 @@ class ApiKeyCreateForm(forms.Form):
                 "This form was already submitted and its key created; its plaintext was "
                 "shown once. If you did not copy it, revoke that key and create another.")
         return nonce
+
+
+class ApiKeyRenameForm(forms.Form):
+    """A key's new name: the same field, and so the same rules, as at creation."""
+
+    name = ApiKeyCreateForm.base_fields["name"]

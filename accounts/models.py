@@ -6,6 +6,7 @@ from django.utils import timezone
 from . import keys
 
 KEYS_PER_ACCOUNT = 2
+KEY_NAME_MAX_LENGTH = 100
 
 
 class Account(models.Model):
@@ -89,19 +90,35 @@ class User(AbstractBaseUser, PermissionsMixin):
         return self.email
 
 
+class RevokedVia(models.TextChoices):
+    """Where a key was revoked."""
+
+    PAGE = "page", "on the API keys page"
+    ADMIN = "admin", "by staff in admin"
+    COMMAND = "command", "from the command line (manage.py apikey --revoke)"
+    DEMO_SEED = "demo_seed", "replaced by the demo seeding (manage.py seed_demo)"
+    UNRECORDED = "unrecorded", "before revocations were recorded"
+
+
 class ApiKey(models.Model):
     """An API key. Only its lookup id and an argon2id hash are stored; the plaintext is
     shown once when created. `slot` (1 or 2, unique among live keys of an account) is the
     database's backstop for the two-key cap."""
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=KEY_NAME_MAX_LENGTH)
     lookup_id = models.CharField(max_length=keys.LOOKUP_LEN, unique=True, editable=False)
     key_hash = models.CharField(max_length=200, editable=False)
     slot = models.PositiveSmallIntegerField(editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # How and by whom the key was revoked: every revocation goes through
+    # accounts.services.api_key_revoke, which records both with revoked_at.
+    revoked_via = models.CharField(max_length=12, choices=RevokedVia.choices, blank=True, default="",
+                                   editable=False)
+    revoked_by = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -110,6 +127,11 @@ class ApiKey(models.Model):
                                    name="apikey_slot_in_cap"),
             models.UniqueConstraint(fields=["account", "slot"], condition=Q(revoked_at__isnull=True),
                                     name="apikey_one_live_key_per_slot"),
+            # a revoked key always says how; a live one says nothing
+            models.CheckConstraint(
+                condition=(Q(revoked_at__isnull=True, revoked_via="", revoked_by__isnull=True)
+                           | (Q(revoked_at__isnull=False) & Q(revoked_via__in=RevokedVia.values))),
+                name="apikey_revocation_recorded"),
         ]
 
     def __str__(self) -> str:
@@ -122,3 +144,17 @@ class ApiKey(models.Model):
     @property
     def is_live(self) -> bool:
         return self.revoked_at is None
+
+    RevokedVia = RevokedVia
+
+    @property
+    def revoked_how(self) -> str:
+        """How the key was revoked, in the customer's words (staff are not named)."""
+        if self.revoked_via == RevokedVia.PAGE:
+            who = self.revoked_by.email if self.revoked_by else "a user who has since left"
+            return f"by {who} on the API keys page"
+        return {RevokedVia.ADMIN: "by our staff",
+                RevokedVia.COMMAND: "by our staff, from the command line",
+                RevokedVia.DEMO_SEED: "replaced by a fresh demo key",
+                RevokedVia.UNRECORDED: "how was not recorded (before revocations were recorded)",
+                }.get(self.revoked_via, "")

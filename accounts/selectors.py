@@ -39,3 +39,13 @@ def api_key_of_account(*, account: Account, key_id: int) -> ApiKey | None:
 def user_with_pending_signup(*, email: str):
     """The user who signed up with this address and has not followed the link yet, or None."""
     return User.objects.filter(email=(email or "").strip().lower(), signup_pending=True).first()
+
+
+REVOKED_KEYS_SHOWN = 50
+
+
+def api_keys_revoked(*, account: Account) -> QuerySet[ApiKey]:
+    """The account's revoked keys, most recently revoked first (the newest
+    REVOKED_KEYS_SHOWN: the page's history), with who revoked each."""
+    return (ApiKey.objects.filter(account=account, revoked_at__isnull=False).select_related("revoked_by")
+            .order_by("-revoked_at", "-pk")[:REVOKED_KEYS_SHOWN])

@@ -20,7 +20,7 @@ from config import clock
 from streaming import live
 
 from . import key_cache, keys
-from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
+from .models import KEY_NAME_MAX_LENGTH, KEYS_PER_ACCOUNT, Account, ApiKey, User
 from .signals import account_signing_up
 
 logger = logging.getLogger(__name__)
@@ -88,9 +88,7 @@ def api_key_create(*, account: Account, name: str) -> CreatedKey:
     The account row is locked while counting, so concurrent creates queue up; the
     conditional unique constraint on (account, slot) is the backstop where locking is
     weaker (SQLite serialises writers instead)."""
-    name = name.strip()
-    if not name:
-        raise ValueError("A key needs a name.")
+    name = key_name_clean(name)
     generated = keys.generate()
     key_hash = _hasher().hash(generated.plaintext)
     try:
@@ -101,7 +99,7 @@ def api_key_create(*, account: Account, name: str) -> CreatedKey:
             free = [slot for slot in range(1, KEYS_PER_ACCOUNT + 1) if slot not in used]
             if not free:
                 raise KeyCapReached()
-            api_key = ApiKey.objects.create(account=account, name=name[:100],
+            api_key = ApiKey.objects.create(account=account, name=name,
                                             lookup_id=generated.lookup_id, key_hash=key_hash,
                                             slot=free[0])
     except IntegrityError as exc:
@@ -111,11 +109,43 @@ def api_key_create(*, account: Account, name: str) -> CreatedKey:
     return CreatedKey(api_key=api_key, plaintext=generated.plaintext)
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    """Revoke a key. Its cache entry becomes a tombstone before the database write, so the
+def key_name_clean(name: str) -> str:
+    """A key's name as stored, at creation and on renaming: trimmed, not empty, at most
+    KEY_NAME_MAX_LENGTH characters."""
+    name = (name or "").strip()
+    if not name:
+        raise ValueError("A key needs a name.")
+    if len(name) > KEY_NAME_MAX_LENGTH:
+        raise ValueError(f"A key's name has at most {KEY_NAME_MAX_LENGTH} characters.")
+    return name
+
+
+class KeyRevoked(Exception):
+    def __init__(self):
+        super().__init__("This key is revoked; a revoked key keeps its name.")
+
+
+def api_key_rename(*, api_key: ApiKey, name: str) -> ApiKey:
+    """Give a live key another name (the rules of `api_key_create`). Authentication never
+    reads the name, so nothing cached changes."""
+    name = key_name_clean(name)
+    with transaction.atomic():
+        renamed = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(name=name)
+    if not renamed:
+        raise KeyRevoked()
+    api_key.name = name
+    return api_key
+
+
+def api_key_revoke(*, api_key: ApiKey, via: str, by: User | None = None) -> ApiKey:
+    """Revoke a key, recording when, where (`via`: ApiKey.RevokedVia) and by whom (the
+    signed-in customer or staff user; None from the command line). Every revocation comes
+    here. Its cache entry becomes a tombstone before the database write, so the
     next request with the key is refused on every server process at once; a concurrent cold
     verification cannot overwrite a tombstone (it only adds absent entries). Should the
-    write fail, the tombstone is taken back."""
+    write fail, the tombstone is taken back. Revoking a revoked key changes nothing: its
+    first record stands."""
+    via = ApiKey.RevokedVia(via)
     name = key_cache_name(api_key.lookup_id)
     store = key_cache.store()
     store.set(name, REVOKED, timeout=settings.API_KEY_CACHE_SECONDS * 2)
@@ -123,13 +153,13 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     try:
         with transaction.atomic():
             updated = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(
-                revoked_at=clock.utcnow())
+                revoked_at=clock.utcnow(), revoked_via=via, revoked_by=by)
     except Exception:
         store.delete(name)
         raise
     api_key.refresh_from_db()
     if updated:
-        logger.info("API key %s revoked", api_key.display)
+        logger.info("API key %s revoked %s", api_key.display, via.label)
         transaction.on_commit(lambda: live.publish_key_revoked(key_id=api_key.pk, account_id=api_key.account_id))
     return api_key
 

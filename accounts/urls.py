@@ -19,3 +19,7 @@ urlpatterns = [
     path("account/keys/", views.api_keys, name="keys"),
     path("account/keys/<int:key_id>/revoke/", views.api_key_revoke_confirm, name="revoke"),
 ]
+
+urlpatterns += [
+    path("account/keys/<int:key_id>/rename/", views.api_key_rename_page, name="rename"),
+]

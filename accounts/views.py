@@ -13,11 +13,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.generic import FormView
 
-from .forms import (ApiKeyCreateForm, SignupForm, SignupResendForm, ThrottledLoginForm,
+from .forms import (ApiKeyCreateForm, ApiKeyRenameForm, SignupForm, SignupResendForm, ThrottledLoginForm,
                     ThrottledPasswordResetForm)
-from .models import KEYS_PER_ACCOUNT, User
-from .selectors import api_key_cap_reached, api_key_of_account, api_keys_live
-from .services import KeyCapReached, api_key_create, api_key_revoke, signup_confirm
+from .models import KEYS_PER_ACCOUNT, ApiKey, User
+from .selectors import api_key_cap_reached, api_key_of_account, api_keys_live, api_keys_revoked
+from .services import (KeyCapReached, KeyRevoked, api_key_create, api_key_rename, api_key_revoke,
+                       signup_confirm)
 from .throttles import SIGN_IN
 from .tokens import signup_token_generator
 
@@ -156,7 +157,8 @@ def customer_account_or_404(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request):
-    """List the live keys, create one (plaintext shown on this response only)."""
+    """List the live keys and the history of revoked ones, create a key (plaintext shown on
+    this response only)."""
     account = customer_account_or_404(request)
     form = ApiKeyCreateForm(request.POST if request.method == "POST" else None)
     created = None
@@ -174,6 +176,7 @@ def api_keys(request):
     context = {
         "account": account,
         "keys": api_keys_live(account=account),
+        "revoked_keys": api_keys_revoked(account=account),
         "form": form,
         "created": created,
         "cap": KEYS_PER_ACCOUNT,
@@ -191,8 +194,31 @@ def api_key_revoke_confirm(request, key_id: int):
     if api_key is None or not api_key.is_live:
         raise Http404("No such key.")
     if request.method == "POST":
-        api_key_revoke(api_key=api_key)
+        api_key_revoke(api_key=api_key, via=ApiKey.RevokedVia.PAGE, by=request.user)
         messages.success(request, f"Key “{api_key.name}” ({api_key.display}) is revoked. "
                                   "Requests with it are refused from now on.")
         return redirect("accounts:keys")
     return render(request, "accounts/api_key_revoke.html", {"key": api_key})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_key_rename_page(request, key_id: int):
+    """Rename a live key of the signed-in customer's account."""
+    account = customer_account_or_404(request)
+    api_key = api_key_of_account(account=account, key_id=key_id)
+    if api_key is None or not api_key.is_live:
+        raise Http404("No such key.")
+    form = ApiKeyRenameForm(request.POST if request.method == "POST" else None,
+                            initial={"name": api_key.name})
+    if form.is_bound and form.is_valid():
+        previous = api_key.name
+        try:
+            api_key_rename(api_key=api_key, name=form.cleaned_data["name"])
+        except (KeyRevoked, ValueError) as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, f"Key {api_key.display} is renamed from “{previous}” to “{api_key.name}”.")
+            return redirect("accounts:keys")
+    return render(request, "accounts/api_key_rename.html", {"key": api_key, "form": form})

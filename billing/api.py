@@ -2,18 +2,19 @@ from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
+from accounts import keys
 from config import loop
 from config.api.renderers import RENDER
 
 from . import metering
 from .base_views import AccountAPIView
 from .permissions import IsAccountKey
-from .selectors import iso_utc
+from .selectors import iso_utc, iso_utc_ms
 from .serializers import UsageSerializer
 
 
-def usage_document(plan, month: metering.Ticket, streamed_pairs: int) -> dict:
-    """The body of /me/usage: `month` holds the counters read with `streamed_pairs`."""
+def usage_document(plan, month: metering.Ticket, usage: metering.UsageRead) -> dict:
+    """The body of /me/usage: `month` holds the counters read with `usage`."""
     return {
         "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
         "plan": plan.name,
@@ -21,7 +22,12 @@ def usage_document(plan, month: metering.Ticket, streamed_pairs: int) -> dict:
                      "remaining": max(plan.monthly_requests - month.requests_used, 0)},
         "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
                   "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
-        "streams": {"pairs": streamed_pairs},
+        "streams": {"pairs": usage.streamed_pairs},
+        "by_key_and_endpoint": [
+            {"key": keys.display_prefix(count.key_lookup_id), "key_name": count.key_name,
+             "key_revoked": count.key_revoked, "endpoint": count.endpoint, "requests": count.requests,
+             "bytes": count.bytes, "last_request_at": iso_utc_ms(count.last_request_ms)}
+            for count in usage.per_key_endpoint],
     }
 
 
@@ -38,8 +44,8 @@ class UsageView(AccountAPIView):
     def get(self, request):
         # the month's counters, read once: the quota headers of this answer show the same
         month = metering.ticket_of(request)
-        streamed_pairs = metering.read_usage(month)
-        return Response(usage_document(request.user.account.plan, month, streamed_pairs))
+        usage = metering.read_usage(month)
+        return Response(usage_document(request.user.account.plan, month, usage))
 
 
 @extend_schema_view(get=extend_schema(exclude=True))
@@ -58,6 +64,6 @@ async def usage_on_loop(request) -> HttpResponse | None:
     if account is None:
         return None
     month = metering.open_ticket(account=account)
-    streamed_pairs = await metering.read_usage_on_loop(month)
-    body = RENDER[fmt](usage_document(account.plan, month, streamed_pairs))
+    usage = await metering.read_usage_on_loop(month)
+    body = RENDER[fmt](usage_document(account.plan, month, usage))
     return loop.with_quota(loop.finish(request, body, fmt, _USAGE_ALLOW), month)

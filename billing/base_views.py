@@ -44,7 +44,8 @@ class AccountAPIView(APIView):
         super().perform_authentication(request)
         caller = request.user
         if caller is not None and caller.account is not None:
-            metering.attach(request, metering.open_ticket(account=caller.account))
+            metering.attach(request, metering.open_ticket(account=caller.account, key_id=caller.key_id,
+                                                          endpoint=metering.endpoint_of(request)))
 
     def initial(self, request, *args, **kwargs):
         self.negotiation_error = None

@@ -10,7 +10,9 @@ If a write fails the request fails: nothing is served unmetered."""
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,13 +20,15 @@ from datetime import date, datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.urls import Resolver404, resolve
 
 from config import clock
 from config.api.errors import QuotaExceeded
 from config.db import fetch_one_prepared, fetch_prepared, fetch_prepared_on_loop
+from accounts.models import ApiKey
 from streaming.models import StreamSubscription
 
-from .models import UsageCounter
+from .models import KeyEndpointUsage, UsageCounter
 from .selectors import iso_utc, month_bounds
 
 logger = logging.getLogger(__name__)
@@ -74,13 +78,50 @@ _COUNT_SERVED = (f"WITH month AS ({_COUNT_SERVED_MONTH}), day AS ("
                  + ") SELECT requests, bytes FROM month")
 _COUNT_SERVED_DAY_ALONE = _COUNT_SERVED_DAY.format(
     source="SELECT %(account)s, 'day', %(day)s, %(k)s, %(size)s WHERE true")
+# Per key and endpoint (KeyEndpointUsage): the same statements write them, one more
+# sub-statement in the round trip that counts the month, never a trip of their own. A
+# group's answers are summed per key and endpoint first (one row may appear once in an
+# upsert). The rows follow the month row: nothing is written when the month refused.
+_KEYED = KeyEndpointUsage._meta.db_table
+_KEYED_UPSERT = f"""
+INSERT INTO {_KEYED} (account_id, api_key_id, endpoint, month, requests, bytes, last_request_ms)
+{{source}}
+ON CONFLICT (api_key_id, endpoint, month) DO UPDATE
+   SET requests = {_KEYED}.requests + excluded.requests, bytes = {_KEYED}.bytes + excluded.bytes,
+       last_request_ms = {{latest}}({_KEYED}.last_request_ms, excluded.last_request_ms)
+"""
+_KEYED_FROM_ARRAYS = _KEYED_UPSERT.format(latest="GREATEST", source=(
+    "SELECT %(account)s, keyed.key_id, keyed.endpoint, %(month)s, keyed.requests, keyed.bytes, %(now_ms)s"
+    " FROM unnest(%(key_ids)s::bigint[], %(endpoints)s::text[], %(key_requests)s::bigint[],"
+    " %(key_bytes)s::bigint[]) AS keyed(key_id, endpoint, requests, bytes) WHERE EXISTS (SELECT 1 FROM {after})"))
+_COUNT_SERVED_KEYED = (f"WITH month AS ({_COUNT_SERVED_MONTH}), day AS ("
+                       + _COUNT_SERVED_DAY.format(
+                           source="SELECT %(account)s, 'day', %(day)s, %(k)s, %(size)s FROM month")
+                       + "), keyed AS (" + _KEYED_FROM_ARRAYS.format(after="month")
+                       + ") SELECT requests, bytes FROM month")
+_ADD_BYTES_NAMED = _ADD_BYTES.replace("%s", "{}").format(
+    "%(account)s", "%(month)s", "%(size)s", "%(account)s", "%(day)s", "1", "%(size)s")
+_ADD_BYTES_KEYED = ("WITH counted AS (" + _ADD_BYTES_NAMED
+                    + "), keyed AS (" + _KEYED_FROM_ARRAYS.format(after="counted")
+                    + ") SELECT period, requests, bytes FROM counted")
+# SQLite (no data-modifying WITH, no GREATEST): one upsert per key and endpoint, in the
+# local transaction of the month's and the day's
+_KEYED_ALONE = _KEYED_UPSERT.format(latest="MAX", source=(
+    "VALUES (%(account)s, %(key_id)s, %(endpoint)s, %(month)s, %(requests)s, %(bytes)s, %(now_ms)s)"))
 _READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
+# The month, the streamed pairs and one row per key and endpoint (none: one row of nulls
+# for them), in one statement
 _READ_USAGE = f"""
 SELECT month.requests, month.bytes,
-       (SELECT count(*) FROM {StreamSubscription._meta.db_table} WHERE account_id = %s)
+       (SELECT count(*) FROM {StreamSubscription._meta.db_table} WHERE account_id = %s),
+       api_key.lookup_id, api_key.name, api_key.revoked_at IS NOT NULL,
+       keyed.endpoint, keyed.requests, keyed.bytes, keyed.last_request_ms
   FROM (SELECT 1) AS one
   LEFT JOIN {_TABLE} AS month
     ON month.account_id = %s AND month.period = 'month' AND month.period_start = %s
+  LEFT JOIN {_KEYED} AS keyed ON keyed.account_id = %s AND keyed.month = %s
+  LEFT JOIN {ApiKey._meta.db_table} AS api_key ON api_key.id = keyed.api_key_id
+ ORDER BY api_key.created_at, api_key.id, keyed.requests DESC, keyed.endpoint
 """
 
 
@@ -101,6 +142,10 @@ class Ticket:
     requests_used: int | None = None
     bytes_used: int | None = None
     extra: dict = field(default_factory=dict)
+    # what the request is counted to besides the account: the key that authenticated it
+    # and its endpoint (`endpoint_of`); None when not known (nothing written per key)
+    key_id: int | None = None
+    endpoint: str | None = None
 
     @property
     def month_starts_at(self) -> datetime:
@@ -132,13 +177,51 @@ def ticket_of(request) -> Ticket | None:
     return getattr(getattr(request, "_request", request), "metering_ticket", None)
 
 
-def open_ticket(*, account) -> Ticket:
+def open_ticket(*, account, key_id: int | None = None, endpoint: str | None = None) -> Ticket:
     now = clock.utcnow()
     start, end = month_bounds(now)
     plan = account.plan
     return Ticket(account_id=account.pk, requests_limit=plan.monthly_requests,
                   bytes_limit=plan.monthly_bytes, month_start=start.date(), day=now.date(),
-                  resets_at=end)
+                  resets_at=end, key_id=key_id, endpoint=endpoint)
+
+
+_endpoints: dict[tuple[str, str], str] = {}
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_ENDPOINT_MAX_LENGTH = KeyEndpointUsage._meta.get_field("endpoint").max_length
+_ROUTE_PARAMETER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
+
+
+def endpoint_label(method: str, route: str) -> str:
+    """An endpoint as the customer reads it: the method and the URL pattern, its
+    parameters named (`GET /api/v1/streams/{exchange}/{base}/{quote}/status`), never the
+    raw path with its pair, so a pair's calls add up under one endpoint."""
+    if method not in _METHODS:
+        method = "OTHER"  # any token is a method to HTTP: never a line (or a cache entry) per made-up one
+    label = _endpoints.get((method, route))
+    if label is None:
+        label = (f"{method} /" + _ROUTE_PARAMETER.sub(r"{\1}", route))[:_ENDPOINT_MAX_LENGTH]
+        _endpoints[(method, route)] = label
+    return label
+
+
+@functools.lru_cache(maxsize=64)
+def _route_of_path(path: str) -> str | None:
+    """The URL pattern of a path, for requests answered before Django resolved them (the
+    event loop's routes: a handful of fixed paths)."""
+    try:
+        return resolve(path).route
+    except Resolver404:
+        return None
+
+
+def endpoint_of(request) -> str | None:
+    """The endpoint (`endpoint_label`) of a request: its resolved URL pattern, the one the
+    view it reaches (or the view a loop answer stands in for) is routed by."""
+    request = getattr(request, "_request", request)
+    match = getattr(request, "resolver_match", None)
+    route = match.route if match is not None else _route_of_path(request.path_info)
+    return endpoint_label(request.method, route) if route else None
 
 
 def read_month(ticket: Ticket) -> Ticket:
@@ -147,25 +230,47 @@ def read_month(ticket: Ticket) -> Ticket:
     return ticket
 
 
-def read_usage(ticket: Ticket) -> int:
-    """The month's counters onto the ticket and the pairs the account streams now, in one
-    statement (/me/usage)."""
+@dataclass(frozen=True)
+class KeyEndpointCount:
+    """This month's requests and bytes of one key on one endpoint."""
+
+    key_lookup_id: str
+    key_name: str
+    key_revoked: bool
+    endpoint: str
+    requests: int
+    bytes: int
+    last_request_ms: int
+
+
+@dataclass(frozen=True)
+class UsageRead:
+    streamed_pairs: int
+    per_key_endpoint: list[KeyEndpointCount]
+
+
+def read_usage(ticket: Ticket) -> UsageRead:
+    """The month's counters onto the ticket, the pairs the account streams now and the
+    month per key and endpoint, in one statement (/me/usage)."""
     return _usage_onto(ticket, fetch_prepared(_READ_USAGE, _usage_params(ticket)))
 
 
-async def read_usage_on_loop(ticket: Ticket) -> int:
+async def read_usage_on_loop(ticket: Ticket) -> UsageRead:
     """`read_usage` from the event loop (config.db.fetch_prepared_on_loop)."""
     return _usage_onto(ticket, await fetch_prepared_on_loop(_READ_USAGE, _usage_params(ticket)))
 
 
 def _usage_params(ticket: Ticket) -> list:
-    return [ticket.account_id, ticket.account_id, ticket.month_start]
+    return [ticket.account_id, ticket.account_id, ticket.month_start, ticket.account_id, ticket.month_start]
 
 
-def _usage_onto(ticket: Ticket, rows: list[tuple]) -> int:
-    [(requests, bytes_, streamed_pairs)] = rows
+def _usage_onto(ticket: Ticket, rows: list[tuple]) -> UsageRead:
+    requests, bytes_, streamed_pairs = rows[0][:3]
     ticket.requests_used, ticket.bytes_used = requests or 0, bytes_ or 0
-    return streamed_pairs
+    return UsageRead(streamed_pairs=streamed_pairs, per_key_endpoint=[
+        KeyEndpointCount(key_lookup_id=row[3], key_name=row[4], key_revoked=bool(row[5]), endpoint=row[6],
+                         requests=row[7], bytes=row[8], last_request_ms=row[9])
+        for row in rows if row[6] is not None])
 
 
 def count_request(ticket: Ticket) -> bool:
@@ -198,7 +303,7 @@ def count_served(ticket: Ticket, size: int) -> bool:
     else:
         # inside a transaction the count is only as final as that transaction: it cannot
         # stand for other answers
-        counts = _count_together(ticket, [size])
+        counts = _count_together(ticket, [size], [_keyed(ticket)])
     if counts is None:
         return _refused(ticket)
     ticket.counted = True
@@ -206,17 +311,54 @@ def count_served(ticket: Ticket, size: int) -> bool:
     return True
 
 
-def _count_together(ticket: Ticket, sizes: list[int]) -> tuple[int, int] | None:
+def _keyed(ticket: Ticket) -> tuple[int, str] | None:
+    """What an answer is counted to per key: (key id, endpoint), or None."""
+    return (ticket.key_id, ticket.endpoint) if ticket.key_id is not None and ticket.endpoint else None
+
+
+def _per_key(sizes: list[int], keyed: list) -> dict[tuple[int, str], list[int]]:
+    """Answers summed per key and endpoint: {(key id, endpoint): [requests, bytes]}."""
+    totals: dict[tuple[int, str], list[int]] = {}
+    for size, where in zip(sizes, keyed):
+        if where is not None:
+            total = totals.setdefault(where, [0, 0])
+            total[0] += 1
+            total[1] += size
+    return totals
+
+
+def _keyed_params(params: dict, totals: dict) -> dict:
+    params.update(now_ms=clock.now_ms(), key_ids=[key_id for key_id, _ in totals],
+                  endpoints=[endpoint for _, endpoint in totals],
+                  key_requests=[requests for requests, _ in totals.values()],
+                  key_bytes=[bytes_ for _, bytes_ in totals.values()])
+    return params
+
+
+def _keyed_alone(cursor, params: dict, totals: dict) -> None:
+    """The rows per key and endpoint, on a database without data-modifying WITH (SQLite)."""
+    now_ms = clock.now_ms()
+    for (key_id, endpoint), (requests, bytes_) in totals.items():
+        cursor.execute(_KEYED_ALONE, {"account": params["account"], "key_id": key_id, "endpoint": endpoint,
+                                      "month": params["month"], "requests": requests, "bytes": bytes_,
+                                      "now_ms": now_ms})
+
+
+def _count_together(ticket: Ticket, sizes: list[int], keyed: list) -> tuple[int, int] | None:
     """One statement for answers that pass only all together: the month's counts after
-    the last of them, or None when they do not all fit (nothing is written)."""
-    params = _served_params(ticket, sizes)
+    the last of them, or None when they do not all fit (nothing is written). `keyed`:
+    each answer's (key id, endpoint) or None, counted in the same statement."""
+    params, totals = _served_params(ticket, sizes), _per_key(sizes, keyed)
     if connection.vendor == "postgresql":
+        if totals:
+            return fetch_one_prepared(_COUNT_SERVED_KEYED, _keyed_params(params, totals))
         return fetch_one_prepared(_COUNT_SERVED, params)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_COUNT_SERVED_MONTH, params)
         row = cursor.fetchone()
         if row is not None:
             cursor.execute(_COUNT_SERVED_DAY_ALONE, params)
+            _keyed_alone(cursor, params, totals)
     return row
 
 
@@ -233,7 +375,9 @@ async def count_served_on_loop(ticket: Ticket, size: int) -> bool:
     left to the request threads' path, which answers the 429 with its counts."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:
         return False
-    rows = await fetch_prepared_on_loop(_COUNT_SERVED, _served_params(ticket, [size]))
+    params, totals = _served_params(ticket, [size]), _per_key([size], [_keyed(ticket)])
+    statement = _COUNT_SERVED_KEYED if totals else _COUNT_SERVED
+    rows = await fetch_prepared_on_loop(statement, _keyed_params(params, totals) if totals else params)
     if not rows:
         return False
     ticket.counted = True
@@ -242,10 +386,11 @@ async def count_served_on_loop(ticket: Ticket, size: int) -> bool:
 
 
 class _CountingGroup:
-    __slots__ = ("sizes", "turn", "done", "counts", "failed")
+    __slots__ = ("sizes", "keyed", "turn", "done", "counts", "failed")
 
     def __init__(self):
         self.sizes: list[int] = []
+        self.keyed: list[tuple[int, str] | None] = []
         self.turn = threading.Event()  # the statement before this group's is done
         self.done = threading.Event()
         self.counts: tuple[int, int] | None = None
@@ -286,6 +431,7 @@ class _CountingLane:
                 group.turn.set()
             place = len(group.sizes)
             group.sizes.append(size)
+            group.keyed.append(_keyed(ticket))
         if place == 0:
             lane._run(key, group, ticket)
         else:
@@ -295,7 +441,7 @@ class _CountingLane:
                 return None
             # not all of them fit under the limits (or the first one's statement failed):
             # each is counted alone, as if it had come alone
-            return _count_together(ticket, [size])
+            return _count_together(ticket, [size], [_keyed(ticket)])
         requests, bytes_ = group.counts
         later = group.sizes[place + 1:]
         return requests - len(later), bytes_ - sum(later)
@@ -306,7 +452,7 @@ class _CountingLane:
             if self.waiting is group:
                 self.waiting = None  # answers from now on form the next group
         try:
-            group.counts = _count_together(ticket, group.sizes)
+            group.counts = _count_together(ticket, group.sizes, group.keyed)
         except BaseException:
             group.failed = True
             raise
@@ -358,9 +504,21 @@ def quota_refusal(ticket: Ticket) -> QuotaExceeded:
 
 
 def add_bytes(ticket: Ticket, size: int) -> None:
-    """Add a served body to the month, and the request with its body to the day."""
-    rows = fetch_prepared(_ADD_BYTES, [ticket.account_id, ticket.month_start, size,
-                                       ticket.account_id, ticket.day, 1, size])
+    """Add a served body to the month, and the request with its body to the day and to its
+    key and endpoint (in the same statement)."""
+    totals = _per_key([size], [_keyed(ticket)])
+    if not totals:
+        rows = fetch_prepared(_ADD_BYTES, [ticket.account_id, ticket.month_start, size,
+                                           ticket.account_id, ticket.day, 1, size])
+    else:
+        params = {"account": ticket.account_id, "month": ticket.month_start, "day": ticket.day, "size": size}
+        if connection.vendor == "postgresql":
+            rows = fetch_prepared(_ADD_BYTES_KEYED, _keyed_params(params, totals))
+        else:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_ADD_BYTES_NAMED, params)
+                rows = cursor.fetchall()
+                _keyed_alone(cursor, params, totals)
     for period, requests, bytes_ in rows:
         if period == "month":
             ticket.requests_used, ticket.bytes_used = requests, bytes_

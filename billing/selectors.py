@@ -47,6 +47,12 @@ def iso_utc(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso_utc_ms(epoch_ms: int) -> str:
+    """An epoch-ms instant as ISO 8601 UTC with milliseconds (`2026-11-27T23:50:12.345Z`)."""
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
+
+
 @dataclass(frozen=True)
 class MonthUsage:
     start: datetime
@@ -184,3 +190,47 @@ def payment_standing(*, account, events: int = 5) -> PaymentStanding:
         self_served=self_served, customer_id=mapping.customer_id if mapping else "",
         subscription_id=mapping.subscription_id if mapping else "", choices=choices,
         events=list(StripeEvent.objects.filter(account=account).order_by("-received_at")[:events]))
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """Requests and bytes of one key, or one endpoint, this month."""
+
+    label: str
+    detail: str  # the key's display prefix, or ""
+    revoked: bool
+    requests: int
+    bytes: int
+    last_request_ms: int
+
+
+@dataclass(frozen=True)
+class UsageBreakdown:
+    by_key: list[UsageLine]
+    by_endpoint: list[UsageLine]
+
+
+def usage_breakdown_month(*, account_id: int, now: datetime) -> UsageBreakdown:
+    """This UTC month's counted requests and bytes per key and per endpoint, busiest first."""
+    from .models import KeyEndpointUsage
+
+    start, _ = month_bounds(now)
+    rows = (KeyEndpointUsage.objects.filter(account_id=account_id, month=start.date())
+            .select_related("api_key").order_by("api_key__created_at", "endpoint"))
+    keys: dict[int, list] = {}
+    endpoints: dict[str, list] = {}
+    for row in rows:
+        key = keys.setdefault(row.api_key_id, [row.api_key, 0, 0, 0])
+        endpoint = endpoints.setdefault(row.endpoint, [row.endpoint, 0, 0, 0])
+        for total in (key, endpoint):
+            total[1] += row.requests
+            total[2] += row.bytes
+            total[3] = max(total[3], row.last_request_ms)
+    by_key = [UsageLine(label=api_key.name, detail=api_key.display, revoked=not api_key.is_live,
+                        requests=requests, bytes=bytes_, last_request_ms=last)
+              for api_key, requests, bytes_, last in keys.values()]
+    by_endpoint = [UsageLine(label=endpoint, detail="", revoked=False, requests=requests, bytes=bytes_,
+                             last_request_ms=last)
+                   for endpoint, requests, bytes_, last in endpoints.values()]
+    busiest = lambda line: (-line.requests, -line.bytes, line.label)  # noqa: E731
+    return UsageBreakdown(by_key=sorted(by_key, key=busiest), by_endpoint=sorted(by_endpoint, key=busiest))

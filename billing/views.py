@@ -1,3 +1,5 @@
+from datetime import datetime, timezone
+
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
@@ -9,7 +11,7 @@ from django.views.decorators.http import require_POST
 from accounts.views import customer_account_or_404
 
 from config import clock
-from .selectors import usage_month
+from .selectors import usage_breakdown_month, usage_month
 
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 720, 180, 28
 
@@ -43,11 +45,19 @@ def _chart(days) -> dict:
             "axis_y": CHART_HEIGHT - CHART_PAD, "pad": CHART_PAD}
 
 
+def _usage_row(line) -> dict:
+    return {"label": line.label, "detail": line.detail, "revoked": line.revoked, "requests": line.requests,
+            "bytes": human_bytes(line.bytes),
+            "last": datetime.fromtimestamp(line.last_request_ms / 1000, tz=timezone.utc)}
+
+
 @never_cache
 @login_required
 def usage_page(request):
     account = customer_account_or_404(request)
-    usage = usage_month(account_id=account.pk, now=clock.utcnow())
+    now = clock.utcnow()
+    usage = usage_month(account_id=account.pk, now=now)
+    breakdown = usage_breakdown_month(account_id=account.pk, now=now)
     plan = account.plan
     context = {
         "account": account,
@@ -58,6 +68,8 @@ def usage_page(request):
         "bytes_used": human_bytes(usage.bytes),
         "bytes_limit": human_bytes(plan.monthly_bytes),
         "chart": _chart(usage.days),
+        "by_key": [_usage_row(line) for line in breakdown.by_key],
+        "by_endpoint": [_usage_row(line) for line in breakdown.by_endpoint],
     }
     return render(request, "billing/usage.html", context)
 

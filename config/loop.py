@@ -104,13 +104,20 @@ def known_account(request: HttpRequest):
     """The account of the request's key when this process verified the key and read the
     account lately (accounts.services.api_key_verified_here, account_if_recent); None
     when it cannot say without asking a cache or the database."""
+    caller = known_caller(request)
+    return caller[1] if caller is not None else None
+
+
+def known_caller(request: HttpRequest):
+    """`known_account` with the key: (the verified key, its account), or None."""
     from accounts.authentication import bearer_token
     from accounts.selectors import account_if_recent
     from accounts.services import api_key_verified_here
 
     token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
     key = api_key_verified_here(presented=token) if token else None
-    return account_if_recent(account_id=key.account_id) if key is not None else None
+    account = account_if_recent(account_id=key.account_id) if key is not None else None
+    return (key, account) if account is not None else None
 
 
 def allow_header(view_class) -> str:

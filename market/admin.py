@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from config.admin_display import count, money, ms_datetime
+
 from .models import Asset, Exchange, Pair
 
 
@@ -17,17 +19,30 @@ class ExchangeAdmin(admin.ModelAdmin):
     list_filter = ("source", "is_active")
     search_fields = ("slug", "name")
     inlines = [PairInline]
+    readonly_fields = ("replay_loop_from",)
 
     @admin.display(description="pairs")
     def pair_count(self, exchange):
         return exchange.pairs.count()
 
+    @admin.display(description="replay loop from (UTC)")
+    def replay_loop_from(self, exchange):
+        return ms_datetime(exchange.replay_loop_from_ms)
+
 
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin):
-    list_display = ("symbol", "name", "market_cap_rank", "market_cap_usd", "circulating_supply", "ranked_at")
+    list_display = ("symbol", "name", "market_cap_rank", "market_cap", "supply", "ranked_at")
     search_fields = ("symbol", "name")
     ordering = ("market_cap_rank", "symbol")
+
+    @admin.display(description="market cap", ordering="market_cap_usd")
+    def market_cap(self, asset):
+        return money(asset.market_cap_usd)
+
+    @admin.display(description="circulating supply", ordering="circulating_supply")
+    def supply(self, asset):
+        return count(asset.circulating_supply)
 
 
 @admin.register(Pair)

@@ -213,10 +213,11 @@ def series_on_loop(view_class: type[SeriesView]):
     async def answer(request) -> HttpResponse | None:
         data = loop.json_object(request) if request.method == "POST" else None
         fmt = loop.plain_format(request, data.get("format")) if data is not None else None
-        account = loop.known_account(request) if fmt is not None else None
-        if account is None or not account.plan.has_api:
+        caller = loop.known_caller(request) if fmt is not None else None
+        if caller is None or not caller[1].plan.has_api:
             return None
-        month = metering.open_ticket(account=account)
+        key, account = caller
+        month = metering.open_ticket(account=account, key_id=key.key_id, endpoint=metering.endpoint_of(request))
         if metering.refused_lately(month) or any(name not in declared for name in data):
             return None
         try:

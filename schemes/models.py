@@ -1,3 +1,5 @@
+from datetime import datetime, timezone
+
 from django.db import models
 from django.db.models import Q
 
@@ -49,7 +51,8 @@ class SchemeEvent(models.Model):
         indexes = [models.Index(fields=["pair", "-ts_ms"], name="scheme_pair_recent")]
 
     def __str__(self) -> str:
-        return f"{self.scheme} {self.side} {self.direction} @ {self.ts_ms}"
+        detected = datetime.fromtimestamp(self.ts_ms / 1000, tz=timezone.utc)
+        return f"{self.scheme} {self.side} {self.direction} on {self.pair} at {detected:%Y-%m-%d %H:%M:%S} UTC"
 
     def as_dict(self) -> dict:
         return {"id": self.pk, "ts_ms": self.ts_ms, "scheme": self.scheme, "direction": self.direction,

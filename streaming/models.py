@@ -51,7 +51,7 @@ class IngestionState(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"ingestion of {self.pair_id}"
+        return f"ingestion of {self.pair}"
 
 
 class IngestionWorker(models.Model):

@@ -48,7 +48,7 @@ def test_a_third_live_key_is_refused(account):
 def test_revoking_a_key_frees_a_place_under_the_cap(account):
     first = api_key_create(account=account, name="one")
     api_key_create(account=account, name="two")
-    api_key_revoke(api_key=first.api_key)
+    api_key_revoke(api_key=first.api_key, via="command")
     api_key_create(account=account, name="three")
     assert ApiKey.objects.filter(account=account, revoked_at__isnull=True).count() == 2
 
@@ -56,7 +56,7 @@ def test_revoking_a_key_frees_a_place_under_the_cap(account):
 def test_a_key_authenticates_and_revoking_it_gives_401_on_the_next_request(api_key, client_for):
     client = client_for(api_key.plaintext)
     assert client.get(USAGE).status_code == 200
-    api_key_revoke(api_key=api_key.api_key)
+    api_key_revoke(api_key=api_key.api_key, via="command")
     response = client.get(USAGE)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"

@@ -72,6 +72,7 @@ def test_seed_demo_is_safe_to_run_again(db, client_for):
     assert client_for(key2).get("/api/v1/me/usage").status_code == 200
     assert client_for(key1).get("/api/v1/me/usage").status_code == 401
     assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 1
+    assert ApiKey.objects.get(lookup_id=key1[9:21]).revoked_via == "demo_seed"  # replaced, and it says so
 
 
 def test_seeded_plans_have_the_features_of_api_md(plans):

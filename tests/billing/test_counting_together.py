@@ -22,10 +22,10 @@ def groups(monkeypatch):
     counted_together = metering._count_together
     seen = []
 
-    def slow(ticket, sizes):
+    def slow(ticket, sizes, keyed):
         seen.append(len(sizes))
         time.sleep(0.02)
-        return counted_together(ticket, sizes)
+        return counted_together(ticket, sizes, keyed)
 
     monkeypatch.setattr(metering, "_count_together", slow)
     return seen
@@ -104,12 +104,12 @@ def test_when_a_groups_statement_fails_its_first_answer_fails_and_the_others_cou
     counted_together = metering._count_together
     failed = []
 
-    def first_group_fails(ticket, sizes):
+    def first_group_fails(ticket, sizes, keyed):
         if len(sizes) > 1 and not failed:
             failed.append(len(sizes))
             raise OperationalError("the database went away")
         time.sleep(0.05)
-        return counted_together(ticket, sizes)
+        return counted_together(ticket, sizes, keyed)
 
     monkeypatch.setattr(metering, "_count_together", first_group_fails)
     served = serve_at_once(account, [100] * ANSWERS)
@@ -133,3 +133,38 @@ def test_an_answer_counted_inside_a_transaction_is_counted_alone(account, monkey
     with transaction.atomic():
         assert metering.count_served(metering.open_ticket(account=account), 100)
     assert rows(account)["month"] == (1, 100)
+
+
+def test_answers_of_several_keys_and_endpoints_counted_together_each_count_to_their_own(account, groups):
+    from accounts.services import api_key_create
+    from billing.models import KeyEndpointUsage
+
+    keys = [api_key_create(account=account, name=name).api_key for name in ("a", "b")]
+    endpoints = ["GET /api/v1/streams/{exchange}/{base}/{quote}/status", "POST /api/v1/market/candlestick"]
+    where = [(keys[i % 2].pk, endpoints[(i // 2) % 2]) for i in range(ANSWERS)]
+    sizes = [100 + i for i in range(ANSWERS)]
+    tickets = [metering.open_ticket(account=account, key_id=key_id, endpoint=endpoint) for key_id, endpoint in where]
+    outcomes = [None] * ANSWERS
+    start = threading.Barrier(ANSWERS)
+
+    def serve(i):
+        start.wait()
+        try:
+            outcomes[i] = metering.count_served(tickets[i], sizes[i])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=serve, args=(i,)) for i in range(ANSWERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(outcomes) and max(groups) > 1
+    expected = {}
+    for (key_id, endpoint), size in zip(where, sizes):
+        total = expected.setdefault((key_id, endpoint), [0, 0])
+        total[0] += 1
+        total[1] += size
+    assert {(row.api_key_id, row.endpoint): [row.requests, row.bytes]
+            for row in KeyEndpointUsage.objects.filter(account=account)} == expected
+    assert rows(account)["month"] == (ANSWERS, sum(sizes))

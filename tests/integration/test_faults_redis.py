@@ -45,7 +45,7 @@ def test_redis_outage_refuses_live_with_502_keeps_series_serving_and_recovers_wi
     account = make_account()
     key = api_key_create(account=account, name="faults").plaintext
     revoked = api_key_create(account=account, name="revoked")
-    api_key_revoke(api_key=revoked.api_key)
+    api_key_revoke(api_key=revoked.api_key, via="command")
     lookup = key[len(keys.PREFIX):len(keys.PREFIX) + keys.LOOKUP_LEN]  # right lookup id, wrong secret
     forged = keys.PREFIX + lookup + "0" * keys.SECRET_LEN + keys.checksum(lookup + "0" * keys.SECRET_LEN)
     api = {"Authorization": f"Bearer {key}"}

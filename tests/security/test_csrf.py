@@ -53,12 +53,13 @@ def rendered_pages(customer) -> list[tuple[str, str, object]]:
     key = customer.keys[0].api_key
     from accounts.services import api_key_revoke
 
-    api_key_revoke(api_key=customer.keys[1].api_key)  # below the cap: the create form shows
+    api_key_revoke(api_key=customer.keys[1].api_key, via="command")  # below the cap: the create form shows
     pages = []
     for url in ("/account/keys/", f"/account/keys/{key.pk}/revoke/", "/account/usage/", "/account/streams/",
                 "/account/live/", "/no/such/page/"):
         response = signed_in.get(url)
         pages.append((url, response))
+    pages.append((f"/account/keys/{key.pk}/rename/", signed_in.get(f"/account/keys/{key.pk}/rename/")))
     pages.append(("/signout/", signed_in.get("/signout/")))
     from billing.models import Plan, StripeCustomer
 

@@ -57,7 +57,7 @@ def fuzz_world(make_account, catalog, two_customers):
     seed_recent_bars(catalog["coinbase/ETH/USD"], base_price=2_500.0)
     free = api_key_create(account=make_account(plan="free"), name="free").plaintext
     revoked = a.keys[1]
-    api_key_revoke(api_key=revoked.api_key)
+    api_key_revoke(api_key=revoked.api_key, via="command")
     payload = "Q" * 12 + "z" * 32
     unknown = f"mdp_live_{payload}{keys.checksum(payload)}"
     authorizations = [f"Bearer {a.key}"] * 12 + [

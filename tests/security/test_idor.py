@@ -165,7 +165,7 @@ def check_keys_page(w: World):
     from accounts.services import api_key_revoke
     from tests.accounts.test_web_pages import _nonce
 
-    api_key_revoke(api_key=w.a.keys[1].api_key)  # room under A's cap
+    api_key_revoke(api_key=w.a.keys[1].api_key, via="command")  # room under A's cap
     created = w.web.post("/account/keys/", {"name": "idor", "nonce": _nonce(w.web.get("/account/keys/")
                                                                              .content.decode())})
     assert created.status_code == 200 and created.context["created"].api_key.account == w.a.account
@@ -178,6 +178,16 @@ def check_revoke_confirm(w: World):
         assert w.web.get(url).status_code == 404
         assert w.web.post(url).status_code == 404
     assert w.web.get(f"/account/keys/{w.a.keys[0].api_key.pk}/revoke/").status_code == 200
+
+
+def check_rename_page(w: World):
+    for key in w.b_keys:
+        url = f"/account/keys/{key.pk}/rename/"
+        assert w.web.get(url).status_code == 404
+        assert w.web.post(url, {"name": "taken over"}).status_code == 404
+        key.refresh_from_db()
+        assert key.name != "taken over"
+    assert w.web.get(f"/account/keys/{w.a.keys[0].api_key.pk}/rename/").status_code == 200
 
 
 def check_usage_page(w: World):
@@ -423,6 +433,7 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "password/reset/done/": check_password_reset_complete,
     "account/keys/": check_keys_page,
     "account/keys/<int:key_id>/revoke/": check_revoke_confirm,
+    "account/keys/<int:key_id>/rename/": check_rename_page,
     "account/usage/": check_usage_page,
     "account/plan/": check_plan_page,
     "account/plan/checkout/": check_plan_checkout,

@@ -58,7 +58,7 @@ def call(client, method: str, path: str):
 
 
 def revoke_by_service(customer, key):
-    api_key_revoke(api_key=key.api_key)
+    api_key_revoke(api_key=key.api_key, via="command")
 
 
 def revoke_on_the_web_page(customer, key):
@@ -103,7 +103,7 @@ def test_a_revoked_key_stays_refused_when_its_cache_entry_is_gone(two_customers,
     a, _ = two_customers
     client = client_for(a.key)
     assert client.get("/api/v1/me/usage").status_code == 200
-    api_key_revoke(api_key=a.keys[0].api_key)
+    api_key_revoke(api_key=a.keys[0].api_key, via="command")
     key_cache.store().delete(key_cache_name(a.keys[0].api_key.lookup_id))
     cache.clear()
     assert client.get("/api/v1/me/usage").status_code == 401

@@ -179,7 +179,7 @@ def test_a_keys_whole_life_leaves_its_plaintext_in_no_table_cache_log_or_output(
 @pytest.fixture
 def revoked(two_customers):
     a, _ = two_customers
-    api_key_revoke(api_key=a.keys[1].api_key)
+    api_key_revoke(api_key=a.keys[1].api_key, via="command")
     return a.keys[1].plaintext
 
 
@@ -242,7 +242,7 @@ def test_error_bodies_and_pages_never_contain_the_key(two_customers, revoked, fr
 def test_the_page_that_shows_a_new_key_is_never_cached_or_framed(two_customers):
     a, _ = two_customers
     web = a.web()
-    api_key_revoke(api_key=a.keys[1].api_key)
+    api_key_revoke(api_key=a.keys[1].api_key, via="command")
     page = web.get("/account/keys/").content.decode()
     created = web.post("/account/keys/", {"name": "cache", "nonce": _nonce(page)})
     assert KEY_PATTERN.search(created.content.decode())

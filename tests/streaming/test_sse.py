@@ -199,7 +199,7 @@ def test_dropping_one_metric_narrows_the_bars(key, btc, subscribed):
 def test_revoking_the_key_closes_the_stream(key):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(api_key_revoke)(api_key=key.api_key)
+        await sync_to_async(api_key_revoke)(api_key=key.api_key, via="command")
         await stream.until(lambda s: s.finished)
         return stream
 
@@ -267,7 +267,7 @@ def test_a_token_stops_working_when_its_key_is_revoked_or_it_expires(key, btc, c
     stream = finish(EVENTS, {}, f"token={token}")
     assert stream.status == 401 and "expired" in stream.json()["error"]["message"]
     settings.SSE_TOKEN_SECONDS = 300
-    api_key_revoke(api_key=key.api_key)
+    api_key_revoke(api_key=key.api_key, via="command")
     stream = finish(EVENTS, {}, f"token={token}")
     assert stream.status == 401
 

@@ -25,7 +25,7 @@ class Command(BaseCommand):
             api_key = ApiKey.objects.filter(account=user.account, lookup_id=lookup_id).first()
             if api_key is None:
                 raise CommandError(f"No key {revoke!r} on {email}.")
-            api_key_revoke(api_key=api_key)
+            api_key_revoke(api_key=api_key, via=ApiKey.RevokedVia.COMMAND)
             self.stderr.write(f"revoked {api_key.display}")
             return
         try:

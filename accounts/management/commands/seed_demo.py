@@ -51,7 +51,7 @@ class Command(BaseCommand):
             User.objects.create_superuser(email=STAFF_EMAIL, password=STAFF_PASSWORD)
         self._subscribe_demo(user.account, pairs)
         for old in ApiKey.objects.filter(account=user.account, name=DEMO_KEY_NAME, revoked_at__isnull=True):
-            api_key_revoke(api_key=old)
+            api_key_revoke(api_key=old, via=ApiKey.RevokedVia.DEMO_SEED)
         try:
             plaintext = api_key_create(account=user.account, name=DEMO_KEY_NAME).plaintext
         except KeyCapReached:
