@@ -197,7 +197,7 @@ def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[st
 def pairs_streamable_search(*, exchange: str = "", base: str = "", quote: str = "") -> QuerySet[Pair]:
     """Streamable pairs matching a search, best market-cap rank first (unranked last):
     `exchange` and `quote` exact (any case), `base` a prefix of the symbol or a word of the
-    token's name ("bit" finds BTC by Bitcoin)."""
+    token's name starts with ("bit" finds BTC by Bitcoin; "eth" is not Tether)."""
     from django.db.models import F, Q
 
     pairs = pairs_streamable()
@@ -207,7 +207,8 @@ def pairs_streamable_search(*, exchange: str = "", base: str = "", quote: str = 
         pairs = pairs.filter(quote__symbol=quote.strip().upper())
     if base:
         term = base.strip()
-        pairs = pairs.filter(Q(base__symbol__istartswith=term) | Q(base__name__icontains=term))
+        pairs = pairs.filter(Q(base__symbol__istartswith=term) | Q(base__name__istartswith=term)
+                             | Q(base__name__icontains=f" {term}"))
     return pairs.order_by(F("base__market_cap_rank").asc(nulls_last=True), "exchange__slug", "base__symbol",
                           "quote__symbol")
 

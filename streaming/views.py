@@ -99,6 +99,9 @@ def subscribe(request):
             back += "?" + urlencode({k: form.cleaned_data.get(k, "") for k in ("exchange", "base", "quote")})
         return redirect(back + "#picker")
     given = form.cleaned_data
+    search = PairSearchForm(_query_dict(request.POST.get("search", "")))
+    if search.is_valid() and any(search.cleaned_data.values()):  # back to the same search
+        back = f"{back}?{urlencode(search.cleaned_data)}"
     refusal = streaming_refusal(account)
     if refusal is not None:
         messages.error(request, f"Not subscribed: {refusal.message}")
@@ -112,7 +115,13 @@ def subscribe(request):
     verb = "Subscribed to" if created else "Now subscribed to"
     messages.success(request, f"{verb} {pair.path} ({', '.join(subscription.metrics)}). "
                               "Its live bars are on the Live page.")
-    return redirect(back)
+    return redirect(back + "#picker")
+
+
+def _query_dict(text: str):
+    from django.http import QueryDict
+
+    return QueryDict(text[:500])
 
 
 def _own_subscription_or_404(request, subscription_id: int):
@@ -146,10 +155,12 @@ def live_page(request):
 
 
 def _refused(refusal, *, fix_url: str | None, fix_label: str, pair: str) -> JsonResponse:
-    body = envelope(code=refusal.code, message=refusal.message,
-                    details={**refusal.details, "pair": pair, "fix_url": fix_url, "fix_label": fix_label},
-                    request_id="")
-    return JsonResponse(body, status=refusal.status_code)
+    """A refusal the page shows: a 200 answer to the page's question "may I follow this
+    pair?" (a 4xx would be a console error in the browser for a normal outcome), carrying
+    the API's error object and the fix."""
+    return JsonResponse({"pair": pair, "refusal": {
+        "code": refusal.code, "status": refusal.status_code, "message": refusal.message,
+        "details": {**refusal.details, "fix_url": fix_url, "fix_label": fix_label}}})
 
 
 @never_cache
@@ -158,8 +169,8 @@ def live_open(request, exchange: str, base: str, quote: str):
     """What the Live page needs to follow one of the customer's pairs: a short-lived
     EventSource URL and, unless `?history=0`, the last hour of minute bars with the stream
     position they end at (the feed resumes right after it, so no second is lost between
-    them) and the last hour's scheme events. A refusal is the API's envelope with the fix:
-    where to subscribe the pair again, or to update the payment."""
+    them) and the last hour's scheme events. A refusal names the API's error and the fix:
+    where to subscribe the pair again, or to update the payment (`refusal`, beside `pair`)."""
     from .sse_auth import token_issue
 
     account = customer_account_or_404(request)

@@ -262,8 +262,8 @@
         if (s.over || s !== session) return;
         s.fetching = null;
         var body = answer.body || {};
-        if (answer.status >= 400 && answer.status < 500 && body.error) { refused(s, body.error); return; }
         if (answer.status !== 200 || body.pair !== s.pair) { retryLater(s, "unavailable"); return; }
+        if (body.refusal) { refused(s, body.refusal); return; }
         if (history) {
           s.candles = (body.bars || []).map(function (bar) {
             return candleFromBar(s.pair, bar, Math.floor(bar.ts_ms / MINUTE) * MINUTE);

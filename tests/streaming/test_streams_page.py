@@ -84,8 +84,8 @@ def test_live_open_serves_the_last_hour_of_minute_bars_and_the_position_they_end
 
 def test_live_open_refuses_a_pair_not_subscribed_with_the_link_to_subscribe_it(signed_in, account, btc):
     response = signed_in.get("/account/live/binance/BTC/USDT/open/")
-    assert response.status_code == 402
-    error = response.json()["error"]
+    assert response.status_code == 200 and "events_url" not in response.json()
+    error = response.json()["refusal"]
     assert error["code"] == "payment_required" and error["details"]["reason"] == "not_subscribed"
     assert "no longer subscribe to binance/BTC/USDT" in error["message"]
     assert error["details"]["fix_url"] == "/account/streams/?exchange=binance&base=BTC&quote=USDT#picker"
@@ -100,8 +100,8 @@ def test_live_open_refuses_a_lapsed_payment_and_says_to_update_it(make_account, 
     client = Client()
     client.force_login(account.users.get())
     response = client.get("/account/live/binance/BTC/USDT/open/")
-    assert response.status_code == 402
-    error = response.json()["error"]
+    error = response.json()["refusal"]
+    assert error["status"] == 402 and "events_url" not in response.json()
     assert error["details"]["reason"] == "payment_lapsed" and error["details"]["fix_label"] == "Update the payment"
 
 
