@@ -180,6 +180,18 @@
     });
   }
 
+  // A catch-up after a pause brings many bars at once: draw once per frame, not per bar.
+  var drawPending = false;
+  function drawSoon() {
+    if (drawPending) return;
+    drawPending = true;
+    window.requestAnimationFrame(function () {
+      drawPending = false;
+      draw();
+      if (session) showFigures(session);
+    });
+  }
+
   function showFigures(s) {
     var c = s.candles[s.candles.length - 1];
     var bar = s.latest || {};
@@ -299,7 +311,7 @@
       s.latest = bar;
       addLiveBar(s, bar);
       s.bars += 1; setCount(s);
-      draw(); showFigures(s);
+      drawSoon();
     });
     feed.addEventListener("scheme-event", function (e) {
       if (!current()) return;
@@ -340,7 +352,7 @@
   var resizing = null;
   window.addEventListener("resize", function () {
     clearTimeout(resizing);
-    resizing = setTimeout(draw, 100);
+    resizing = setTimeout(drawSoon, 100);
   });
   start(select.value);
 })();

@@ -171,6 +171,7 @@ def test_the_picker_charge_is_the_bills_rule_for_the_days_left(account, btc, mon
     assert (charge.pair_days, charge.cost_usd) == (9, 9.0)
 
 
-def test_live_token_only_for_own_subscriptions(signed_in, make_account, btc):
-    other = subscription_upsert(account=make_account(), pair=btc, metrics=["trade"])[0]
-    assert signed_in.get(f"/account/live/{other.pk}/token/").status_code == 404
+def test_live_open_gives_no_token_for_another_account_s_subscription(signed_in, make_account, btc):
+    subscription_upsert(account=make_account(), pair=btc, metrics=["trade"])
+    body = signed_in.get("/account/live/binance/BTC/USDT/open/").json()
+    assert body["refusal"]["details"]["reason"] == "not_subscribed" and "events_url" not in body
