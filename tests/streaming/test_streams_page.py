@@ -115,6 +115,9 @@ def test_the_picker_lists_streamable_pairs_best_ranked_first_and_filters_them(si
     assert 'data-pair="binance/BTC/USDT"' in by_name and 'data-pair="binance/ETH/USDT"' not in by_name
     none = signed_in.get("/account/streams/?base=" + "Z" * 40).content.decode()
     assert "No streamable pair matches this search." in none
+    too_long = signed_in.get("/account/streams/?quote=" + "Z" * 21)
+    assert too_long.status_code == 200 and "Not searched by quote: Ensure this value has at most 20" in \
+        too_long.content.decode()
 
 
 def test_subscribing_from_the_picker_uses_the_chosen_metrics(signed_in, account, btc):
