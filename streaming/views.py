@@ -29,10 +29,12 @@ HISTORY_MS = 3_600_000  # the Live page's candles start with the last hour of mi
 def payment_fix_url() -> str | None:
     """Where the customer updates the payment or the plan: the plan page when the site has
     one."""
-    try:
-        return reverse("billing:plan")
-    except NoReverseMatch:
-        return None
+    for name in ("billing:plan", "billing:plans"):
+        try:
+            return reverse(name)
+        except NoReverseMatch:
+            continue
+    return None
 
 
 def picker_url(pair) -> str:
