@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from accounts.views import home
 from billing.api import UsageAliasView, UsageView, usage_on_loop
 from config.api.views import ExplorerView, SchemaView, unknown_api_path
 from config.health import healthz
+from config.pages import home
 from market.api import CandlestickView, LimitOrdersView, SpreadView, TradesView, series_on_loop
 
 api_v1 = [
