@@ -83,7 +83,8 @@ def streams_page(request):
         "pair_days": sum(b.days for b in bills), "price": price,
         "refusal": streaming_refusal(account), "payment_url": payment_fix_url(),
         "search": wanted, "picks": picks, "more": len(found) > PICKER_ROWS,
-        "search_errors": [f"not searched by {name}: {error}" for name, errors in search.errors.items() for error in errors],
+        "search_errors": [f"not searched by {name}: {error}"
+                          for name, errors in search.errors.items() for error in errors],
         "exchanges": exchanges, "quotes": quotes, "metrics": METRICS,
     })
 
