@@ -91,13 +91,17 @@ class PairBill:
     open_now: bool
 
 
-def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill]:
-    """Pairs billed this UTC month: a pair-day is a UTC day on which the pair was
-    subscribed at any moment; the price per pair-month is charged pro rata per pair-day."""
+def pair_days_cost_usd(*, pair_price_usd, pair_days: int, days_in_month: int) -> float:
+    """The pricing rule: the price per pair-month, charged pro rata per pair-day."""
+    return round(float(pair_price_usd) * pair_days / days_in_month, 2)
+
+
+def _pair_days_month(*, account, now: datetime) -> tuple[dict[int, set], dict]:
+    """The UTC days of this month on which each pair was subscribed at any moment, and each
+    pair's (path, metrics, open now)."""
     from .models import PairBillingPeriod
 
     start, end = month_bounds(now)
-    days_in_month = (end - start).days
     periods = (PairBillingPeriod.objects.filter(account=account, started_at__lt=end)
                .exclude(ended_at__lt=start).select_related("pair__exchange", "pair__base", "pair__quote")
                .order_by("pair_id", "started_at"))
@@ -111,9 +115,46 @@ def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill
             days.setdefault(period.pair_id, set()).add(day)
             day += timedelta(days=1)
         info[period.pair_id] = (period.pair.path, period.metrics, period.ended_at is None)
-    price = float(pair_price_usd)
+    return days, info
+
+
+@dataclass(frozen=True)
+class SubscribeCharge:
+    pair_days: int  # the pair-days subscribing now to the month's end adds
+    cost_usd: float
+
+
+def subscribe_charges_month(*, account, pair_ids, now: datetime, pair_price_usd) -> dict[int, SubscribeCharge]:
+    """What subscribing each pair now and keeping it to the end of the UTC month adds to
+    this month's bill: today and every day left, less the days already billed for the
+    pair, priced by the same rule as the bill."""
+    start, end = month_bounds(now)
+    days_in_month = (end - start).days
+    billed_days = _pair_days_month(account=account, now=now)[0]
+    today = now.astimezone(timezone.utc).date()
+    rest = {today + timedelta(days=n) for n in range((end.date() - today).days)}
+
+    def cost(days: int) -> float:
+        return pair_days_cost_usd(pair_price_usd=pair_price_usd, pair_days=days, days_in_month=days_in_month)
+
+    charges = {}
+    for pair_id in pair_ids:
+        billed = billed_days.get(pair_id, set())
+        charges[pair_id] = SubscribeCharge(pair_days=len(rest - billed),
+                                           cost_usd=round(cost(len(billed | rest)) - cost(len(billed)), 2))
+    return charges
+
+
+def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill]:
+    """Pairs billed this UTC month: a pair-day is a UTC day on which the pair was
+    subscribed at any moment; the price per pair-month is charged pro rata per pair-day."""
+    start, end = month_bounds(now)
+    days_in_month = (end - start).days
+    days, info = _pair_days_month(account=account, now=now)
     return [PairBill(pair_path=info[pid][0], days=len(d), metrics=info[pid][1],
-                     cost_usd=round(price * len(d) / days_in_month, 2), open_now=info[pid][2])
+                     cost_usd=pair_days_cost_usd(pair_price_usd=pair_price_usd, pair_days=len(d),
+                                                 days_in_month=days_in_month),
+                     open_now=info[pid][2])
             for pid, d in sorted(days.items(), key=lambda item: info[item[0]][0])]
 
 

@@ -192,3 +192,30 @@ def ranked_assets_on(*, exchange: Exchange, n: int) -> list[tuple[Asset, list[st
         entry = ranked.setdefault(pair.base_id, (pair.base, []))
         entry[1].append(pair.symbol)
     return list(ranked.values())[:n]
+
+
+def pairs_streamable_search(*, exchange: str = "", base: str = "", quote: str = "") -> QuerySet[Pair]:
+    """Streamable pairs matching a search, best market-cap rank first (unranked last):
+    `exchange` and `quote` exact (any case), `base` a prefix of the symbol or a word of the
+    token's name starts with ("bit" finds BTC by Bitcoin; "eth" is not Tether)."""
+    from django.db.models import F, Q
+
+    pairs = pairs_streamable()
+    if exchange:
+        pairs = pairs.filter(exchange__slug=exchange.strip().lower())
+    if quote:
+        pairs = pairs.filter(quote__symbol=quote.strip().upper())
+    if base:
+        term = base.strip()
+        pairs = pairs.filter(Q(base__symbol__istartswith=term) | Q(base__name__istartswith=term)
+                             | Q(base__name__icontains=f" {term}"))
+    return pairs.order_by(F("base__market_cap_rank").asc(nulls_last=True), "exchange__slug", "base__symbol",
+                          "quote__symbol")
+
+
+def streamable_choices() -> tuple[list[str], list[str]]:
+    """The exchanges and the quote assets of the streamable pairs, for a search form."""
+    pairs = pairs_streamable()
+    exchanges = sorted(set(pairs.values_list("exchange__slug", flat=True)))
+    quotes = sorted(set(pairs.values_list("quote__symbol", flat=True)))
+    return exchanges, quotes

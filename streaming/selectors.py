@@ -189,3 +189,17 @@ def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
                  for after_bar, event in scheme_events_since(pair=pair, after_id=scheme_id, since_ms=horizon))
     items.sort(key=lambda item: item[0])
     return [(kind, payload) for _, kind, payload in items], None
+
+
+def recent_bar_rows(*, pair: Pair, metrics: list[str], granularity: str, from_ms: int, to_ms: int,
+                    limit: int = 1_500) -> list[dict]:
+    """Stored bars of the pair with from_ms <= ts_ms < to_ms, as snapshot rows of the
+    metrics (the fields and values POST .../snapshot serves), oldest first, at most `limit`."""
+    from market.selectors import bars_page
+
+    from . import snapshot
+
+    make = snapshot.row_maker(metrics, pair.base.circulating_supply, pair.rounding)
+    rows = bars_page(pair_id=pair.pk, granularity=granularity, columns=snapshot.stored_columns(metrics),
+                     after_ms=from_ms - 1, to_ms=to_ms, limit=limit)
+    return [make(row) for row in rows]

@@ -120,7 +120,8 @@ def test_every_web_route_refuses_a_post_without_a_csrf_token(two_customers):
     """No web view is csrf_exempt: the middleware refuses before any view runs."""
     a, _ = two_customers
     ids = {"key_id": a.keys[0].api_key.pk,
-           "subscription_id": next(iter(a.subscriptions.values())).pk, "uidb64": "MQ", "token": "x-y"}
+           "subscription_id": next(iter(a.subscriptions.values())).pk, "uidb64": "MQ", "token": "x-y",
+           "exchange": "binance", "base": "BTC", "quote": "USDT"}
     web_routes = [r for r in enumerate_routes() if not r.startswith(("api/", "v1/", "^"))]
     assert len(web_routes) >= 10
     for route in web_routes:

@@ -202,7 +202,10 @@ def check_streams_page(w: World):
     response = w.web.get("/account/streams/")
     assert response.status_code == 200
     assert [row["subscription"].account_id for row in response.context["rows"]] == [w.a.account.pk]
-    assert ETH not in response.content.decode()  # only B subscribes to it
+    html = response.content.decode()
+    mine = html[html.index('id="subscriptions"'):html.index('id="picker"')]
+    assert ETH not in mine  # only B subscribes to it (the picker lists the whole catalog)
+    assert f'data-pair="{ETH}"' in html and "Subscribe to " + ETH in html  # not subscribed, for A
     w.assert_nothing_of_b(response)
 
 
@@ -219,14 +222,26 @@ def check_live_page(w: World):
     assert ETH not in response.content.decode()
 
 
-def check_live_token(w: World):
-    for subscription in w.b_subscriptions:
-        assert w.web.get(f"/account/live/{subscription.pk}/token/").status_code == 404
+def check_live_open(w: World):
+    """Only A's own subscriptions open: B's pair is "not subscribed" for A, with no token."""
+    body = w.web.get(f"/account/live/{ETH}/open/").json()
+    assert body["refusal"]["details"]["reason"] == "not_subscribed" and "events_url" not in body
     own = w.a.subscriptions[BTC]
-    body = w.web.get(f"/account/live/{own.pk}/token/").json()
+    body = w.web.get(f"/account/live/{BTC}/open/").json()
     claims = signing.loads(body["events_url"].split("token=")[1], salt=TOKEN_SALT)
     assert claims["a"] == w.a.account.pk and claims["p"] == own.pair_id
     assert body["metrics"] == own.metrics  # A's metrics, not B's narrower set on the same pair
+
+
+def check_subscribe_page(w: World):
+    """Subscribing from the page writes A's subscription only; B's stays as it was."""
+    before = {s.pk: s.metrics for s in w.b_subscriptions}
+    exchange, base, quote = ETH.split("/")
+    response = w.web.post("/account/streams/subscribe/", {"exchange": exchange, "base": base, "quote": quote,
+                                                         "metrics": ["trade"]})
+    assert response.status_code == 302
+    assert StreamSubscription.objects.get(account=w.a.account, pair__base__symbol=base).metrics == ["trade"]
+    assert {s.pk: s.metrics for s in StreamSubscription.objects.filter(account=w.b.account)} == before
 
 
 def check_admin(w: World):
@@ -442,7 +457,8 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "account/streams/": check_streams_page,
     "account/streams/<int:subscription_id>/unsubscribe/": check_unsubscribe,
     "account/live/": check_live_page,
-    "account/live/<int:subscription_id>/token/": check_live_token,
+    "account/streams/subscribe/": check_subscribe_page,
+    "account/live/<str:exchange>/<str:base>/<str:quote>/open/": check_live_open,
     "admin/": check_admin,
     "healthz": check_healthz,
     "api/v1/me/usage": check_me_usage,
