@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -26,15 +26,9 @@ MINUTE_MS = 60_000
 HISTORY_MS = 3_600_000  # the Live page's candles start with the last hour of minute bars
 
 
-def payment_fix_url() -> str | None:
-    """Where the customer updates the payment or the plan: the plan page when the site has
-    one."""
-    for name in ("billing:plan", "billing:plans"):
-        try:
-            return reverse(name)
-        except NoReverseMatch:
-            continue
-    return None
+def payment_fix_url() -> str:
+    """Where the customer updates the payment or the plan: the plan page."""
+    return reverse("billing:plan")
 
 
 def picker_url(pair) -> str:
