@@ -37,3 +37,9 @@ def test_usage_page_shows_counts_limits_reset_and_a_day_chart(signed_in, account
 
 def test_usage_page_needs_sign_in(db):
     assert Client().get("/account/usage/").status_code == 302
+
+
+def test_usage_page_has_a_plain_title_and_each_table_once(signed_in):
+    html = signed_in.get("/account/usage/").content.decode()
+    assert "<title>Usage · Market Data API</title>" in html
+    assert html.count('id="usage-by-key"') == 1 and html.count('id="usage-by-endpoint"') == 1
