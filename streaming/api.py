@@ -87,7 +87,10 @@ class StreamsView(StreamingView):
             "subscribed": pair.pk in mine, "metrics": mine[pair.pk].metrics if pair.pk in mine else [],
         } for pair in pairs_streamable()]})
 
-    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"], examples=[
+    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"], description=(
+        "Billed per pair: a pair you do not stream yet is added to this month's bill, pro rata per day. "
+        "Posting a pair you stream already, with metrics it has, changes nothing and costs nothing; the "
+        "examples are pairs the demo account streams."), examples=[
         OpenApiExample("BTC/USDT on Binance, every metric", request_only=True,
                        value={"exchange": "binance", "base": "BTC", "quote": "USDT"}),
         OpenApiExample("Trades and quotes only", request_only=True,
@@ -145,6 +148,7 @@ class StreamPairView(StreamingView):
 
 
 class StatusView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     counted_when_served = True  # reads only
     @extend_schema(summary="Derived state of a pair's stream with its raw signals", tags=["streams"],
                    responses=inline_serializer("StreamStatus", {
@@ -213,6 +217,7 @@ class SnapshotRequest(params.RequestSerializer):
 
 
 class SnapshotView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     inputs = {"POST": SnapshotRequest}
 
     @extend_schema(summary="Historical bars of a pair", tags=["streams"], examples=[
@@ -263,6 +268,7 @@ LIVE_BAR = {"type": "object", "nullable": True, "required": ["ts_ms"], "properti
 
 
 class LiveView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     counted_when_served = True  # reads only; polled every second
     @extend_schema(summary="The latest live 1-second bar, or null", tags=["streams"],
                    responses={200: LIVE_BAR})
@@ -276,6 +282,7 @@ class LiveView(StreamingView):
 
 
 class StreamTokenView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     @extend_schema(
         summary="A short-lived token for EventSource (which cannot send headers)", tags=["streams"],
         request=None,
