@@ -145,8 +145,7 @@ def explorer_examples(result, generator, request, public):
                     parameter["example"] = QUERY_EXAMPLES[name]
                 if where == "path" and name in PATH_PARAMETERS:
                     value = UNSUBSCRIBE_EXAMPLE[name] if method == "delete" else PATH_PARAMETERS[name][1]
-                    parameter.pop("examples", None)
-                    parameter["example"] = value
+                    parameter["examples"] = {value: {"value": value}}
             if method == "delete":
                 operation["description"] = (operation.get("description", "") + "\n\nThe example pair is "
                                              "one the demo account does not stream: trying it changes nothing. "
@@ -154,16 +153,23 @@ def explorer_examples(result, generator, request, public):
     return result
 
 
+def _example_of(parameter: dict):
+    """The value the explorer fills in: `example`, or the first of `examples`."""
+    if "example" in parameter:
+        return parameter["example"]
+    return next(iter(parameter.get("examples", {}).values()), {}).get("value")
+
+
 def _concrete_path(path: str, operation: dict) -> str:
     for parameter in operation.get("parameters", []):
         if parameter["in"] == "path":
-            path = path.replace("{" + parameter["name"] + "}", str(parameter["example"]))
+            path = path.replace("{" + parameter["name"] + "}", str(_example_of(parameter)))
     return path
 
 
 def _query_string(operation: dict) -> str:
-    pairs = [(p["name"], p["example"]) for p in operation.get("parameters", [])
-             if p["in"] == "query" and p.get("required") and "example" in p]
+    pairs = [(p["name"], _example_of(p)) for p in operation.get("parameters", [])
+             if p["in"] == "query" and p.get("required") and _example_of(p) is not None]
     return ("?" + "&".join(f"{name}={value}" for name, value in pairs)) if pairs else ""
 
 
