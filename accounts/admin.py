@@ -47,12 +47,13 @@ class AccountAdmin(admin.ModelAdmin):
 class UserAdmin(BaseUserAdmin):
     ordering = ("email",)
     list_display = ("email", "account", "is_staff", "is_active", "last_login")
-    list_filter = ("is_staff", "is_active", "account__plan")
+    list_filter = ("is_staff", "is_active", "signup_pending", "account__plan")
     search_fields = ("email", "account__name")
     autocomplete_fields = ("account",)
     fieldsets = (
         (None, {"fields": ("email", "password", "account")}),
-        ("Permissions", {"fields": ("is_active", "is_staff", "is_superuser", "groups", "user_permissions")}),
+        ("Permissions", {"fields": ("is_active", "signup_pending", "is_staff", "is_superuser", "groups",
+                                    "user_permissions")}),
         ("Dates", {"fields": ("last_login", "date_joined")}),
     )
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "account", "password1", "password2")}),)

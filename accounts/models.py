@@ -66,6 +66,11 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)
     date_joined = models.DateTimeField(default=timezone.now)
+    # Signed up on the web page and the e-mailed link not followed yet: such a user cannot
+    # sign in (inactive) until the link confirms that the address is theirs.
+    signup_pending = models.BooleanField(
+        "e-mail address unconfirmed", default=False,
+        help_text="Signed up; waits for the link e-mailed to the address. Cannot sign in until then.")
 
     objects = UserManager()
 
@@ -75,6 +80,10 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     class Meta:
         ordering = ["email"]
+        constraints = [
+            models.CheckConstraint(condition=Q(signup_pending=False) | Q(is_active=False),
+                                   name="user_pending_signup_is_inactive"),
+        ]
 
     def __str__(self) -> str:
         return self.email

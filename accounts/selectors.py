@@ -4,7 +4,7 @@ from django.db.models import QuerySet
 
 from config.recent import RecentLookups
 
-from .models import KEYS_PER_ACCOUNT, Account, ApiKey
+from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
 
 # An account and its plan, as the requests and stream connects of this process read them: a
 # plan edit or a payment change reaches every process within ACCOUNT_CACHE_SECONDS
@@ -34,3 +34,8 @@ def api_key_cap_reached(*, account: Account) -> bool:
 
 def api_key_of_account(*, account: Account, key_id: int) -> ApiKey | None:
     return ApiKey.objects.filter(account=account, pk=key_id).first()
+
+
+def user_with_pending_signup(*, email: str):
+    """The user who signed up with this address and has not followed the link yet, or None."""
+    return User.objects.filter(email=(email or "").strip().lower(), signup_pending=True).first()

@@ -12,6 +12,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 
 from billing.models import Plan
@@ -20,6 +21,7 @@ from streaming import live
 
 from . import key_cache, keys
 from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
+from .signals import account_signing_up
 
 logger = logging.getLogger(__name__)
 
@@ -359,3 +361,68 @@ def account_upsert(*, email: str, plan: Plan, password: str | None = None,
             user.set_password(password)
         user.save()
         return user
+
+
+# -- sign-up -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Signup:
+    """What a sign-up did. The page answers all three alike (it never tells whether an
+    address has an account); the e-mail sent to the address differs."""
+
+    CREATED = "created"  # a new pending user and account: e-mail the confirmation link
+    PENDING = "pending"  # the address waits for its link: a new link, and the password just given
+    EXISTING = "existing"  # the address has a working account: e-mail a note, change nothing
+
+    user: User
+    outcome: str
+
+
+def signup_register(*, email: str, password: str, account_name: str = "") -> Signup:
+    """Sign an address up: a user who cannot sign in until the e-mailed link confirms the
+    address, and its account on the plan new sign-ups start on (given by the app owning
+    plans, through `account_signing_up`).
+
+    Signing up again while the address is pending replaces the password: whoever follows
+    the newest link signs in with the newest password, and the older links stop working
+    (the token hashes the password). A confirmed address is left untouched."""
+    email = User.objects.normalize_email(email).strip().lower()
+    account_name = account_name.strip()[:200]
+    try:
+        with transaction.atomic():
+            user = User.objects.select_for_update().filter(email=email).first()
+            if user is None:
+                account = Account(name=account_name or email)
+                account_signing_up.send(sender=Account, account=account)
+                if account.plan_id is None:
+                    raise ImproperlyConfigured("No plan for a new sign-up: the billing app answers "
+                                               "accounts.signals.account_signing_up.")
+                account.save()
+                user = User.objects.create_user(email=email, password=password, account=account,
+                                                is_active=False, signup_pending=True)
+                return Signup(user=user, outcome=Signup.CREATED)
+            if user.signup_pending:
+                user.set_password(password)
+                user.save(update_fields=["password"])
+                if account_name and user.account is not None:
+                    Account.objects.filter(pk=user.account_id).update(name=account_name)
+                return Signup(user=user, outcome=Signup.PENDING)
+            return Signup(user=user, outcome=Signup.EXISTING)
+    except IntegrityError:
+        # The same address signed up at the same moment and won the unique email: this one
+        # now finds it pending.
+        if not User.objects.filter(email=email).exists():
+            raise
+        return signup_register(email=email, password=password, account_name=account_name)
+
+
+def signup_confirm(*, user: User) -> bool:
+    """Confirm a pending sign-up's address: the user can sign in from now on. True only for
+    the one call that confirmed it (a conditional update, so a link works once even when
+    followed twice at the same moment)."""
+    with transaction.atomic():
+        confirmed = User.objects.filter(pk=user.pk, signup_pending=True).update(
+            signup_pending=False, is_active=True)
+    if confirmed:
+        logger.info("user %s confirmed their e-mail address", user.pk)
+    return bool(confirmed)

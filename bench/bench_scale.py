@@ -76,6 +76,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.integration.servers import process_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(ROOT))
@@ -136,23 +138,6 @@ def _stat(pid: int) -> list[str] | None:
 def cpu_ticks(pid: int) -> int | None:
     fields = _stat(pid)
     return None if fields is None else int(fields[11]) + int(fields[12])  # utime + stime
-
-
-def process_tree(root: int) -> set[int]:
-    """root and every live descendant."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat(int(entry))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid not in tree:
-            tree.add(pid)
-            todo.extend(children.get(pid, ()))
-    return tree
 
 
 def processes_named(name: str) -> set[int]:

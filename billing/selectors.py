@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
-from .models import UsageCounter
+from .models import Plan, UsageCounter
+
+
+def plans_offered() -> list[Plan]:
+    """The plans as the public pages list them: cheapest and smallest first."""
+    return list(Plan.objects.order_by("monthly_requests", "pair_price_usd", "name"))
 
 
 def streaming_plan_refusal(account):

@@ -5,11 +5,43 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 
 from django.conf import settings
 from django.db import connection
 
 logger = logging.getLogger(__name__)
+
+
+class Int8Array(list):
+    """A list of ints (or None) sent as PostgreSQL's bigint[] in binary. psycopg looks at
+    every item of a plain list, twice, to choose the array's type: for the columns of a
+    tick's bars that was 7 % of an ingestion process's CPU."""
+
+
+class Float8Array(list):
+    """A list of floats (or None) sent as double precision[] in binary (see Int8Array)."""
+
+
+def _typed_cursor(raw_connection):
+    """A psycopg cursor of the connection, whose adapters know Int8Array and Float8Array
+    (registered once per connection: its cursors inherit them)."""
+    import psycopg
+
+    if raw_connection not in _TYPED_CONNECTIONS:
+        from psycopg.postgres import types
+        from psycopg.types.array import ListBinaryDumper
+
+        for cls, name in ((Int8Array, "int8"), (Float8Array, "float8")):
+            info = types[name]
+            dumper = type(f"{name.title()}ArrayBinaryDumper", (ListBinaryDumper,),
+                          {"element_oid": info.oid, "oid": info.array_oid})
+            raw_connection.adapters.register_dumper(cls, dumper)
+        _TYPED_CONNECTIONS.add(raw_connection)
+    return psycopg.Cursor(raw_connection)
+
+
+_TYPED_CONNECTIONS: weakref.WeakSet = weakref.WeakSet()
 
 
 def fetch_prepared(sql: str, params, *, binary: bool = False) -> list[tuple]:
@@ -25,11 +57,9 @@ def fetch_prepared(sql: str, params, *, binary: bool = False) -> list[tuple]:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall()
-    import psycopg
-
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, _typed_cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True, binary=binary)
         return cursor.fetchall()
 
@@ -41,11 +71,9 @@ def execute_prepared(sql: str, params) -> None:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
         return
-    import psycopg
-
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, _typed_cursor(connection.connection) as cursor:
         cursor.execute(sql, params, prepare=True)
 
 

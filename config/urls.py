@@ -1,11 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from accounts.views import home
 from billing.api import UsageAliasView, UsageView, usage_on_loop
 from config.api.views import SchemaView, unknown_api_path
 from config.explorer import CustomerExplorerView
 from config.health import healthz
+from config.pages import home
 from market.api import CandlestickView, LimitOrdersView, SpreadView, TradesView, series_on_loop
 
 api_v1 = [

@@ -146,6 +146,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Files browsers ask for at the site's root (/favicon.ico), served by whitenoise as they are.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -236,6 +238,26 @@ API_KEY_FAILED_VERIFY_WINDOW_SECONDS = 300
 
 LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 LOGIN_FAILURE_WINDOW_SECONDS = env.int("LOGIN_FAILURE_WINDOW_SECONDS", default=900)
+# Sign-up (with its resend) and password reset: submissions per address and email, each
+# sending an e-mail (accounts.throttles, the same mechanism as sign-in).
+SIGNUP_LIMIT = env.int("SIGNUP_LIMIT", default=5)
+SIGNUP_WINDOW_SECONDS = env.int("SIGNUP_WINDOW_SECONDS", default=3600)
+PASSWORD_RESET_LIMIT = env.int("PASSWORD_RESET_LIMIT", default=5)
+PASSWORD_RESET_WINDOW_SECONDS = env.int("PASSWORD_RESET_WINDOW_SECONDS", default=3600)
+# The e-mailed links: a sign-up's confirmation and a password reset, each usable once.
+SIGNUP_LINK_TIMEOUT_SECONDS = env.int("SIGNUP_LINK_TIMEOUT_SECONDS", default=2 * 24 * 3600)
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT_SECONDS", default=3600)
+# The plan a new sign-up starts on (billing.receivers).
+SIGNUP_PLAN = env("SIGNUP_PLAN", default="free")
+
+# E-mail (sign-up confirmations, password resets), one URL (django-environ): in production
+# smtp+tls://USER:PASSWORD@HOST:587 (config/settings/production.py); on a laptop every
+# e-mail is printed on the console, the server's output (`make run`); filemail:///DIR
+# writes each into a file of DIR.
+vars().update(env.email_url("EMAIL_URL", default="consolemail://"))
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Market Data API <no-reply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT_SECONDS", default=10)  # an SMTP server that hangs fails the send, not the page
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None

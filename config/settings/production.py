@@ -14,3 +14,7 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
+
+# E-mail goes out by SMTP: EMAIL_URL=smtp+tls://USER:PASSWORD@HOST:587 (or smtps://...:465);
+# without it, Django's default, a mail server on this host.
+vars().update(env.email_url("EMAIL_URL", default="smtp://localhost:25"))

@@ -122,6 +122,10 @@ class SchemeEvent:
         return d
 
 
+def _added_at(record: LargeAdd) -> int:
+    return record.t_add
+
+
 class DetectorEngine:
     """Per-pair detector: `feed(event) -> list[SchemeEvent]`."""
 
@@ -131,7 +135,14 @@ class DetectorEngine:
         self.tracker = BookTracker(tick_size, distance_scale, batch_ms)
         self.base = self.tracker.base
         self.records: dict[str, list[LargeAdd]] = {"bid": [], "ask": []}
+        # The open records by (side, price). Once a second, when records expire, it is
+        # what a rebuild from `records` gives: every live record under its price, in order,
+        # the prices whose level emptied since included again (`_emptied`). `_all_by_price`
+        # holds those lists whatever emptied, so that resync costs the prices that emptied
+        # and the records that expired, not every record of the last 45 s.
         self._by_price: dict = {}
+        self._all_by_price: dict = {}
+        self._emptied: set = set()
         self.flipping = FlippingDetector()
         self.layering = LayeringDetector()
         self.vacuuming = VacuumingDetector()
@@ -173,7 +184,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 8
+    STATE_VERSION = 9
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -196,6 +207,8 @@ class DetectorEngine:
         # a snapshot replaces the book: open candidates cannot be followed across it
         self.records = {"bid": [], "ask": []}
         self._by_price.clear()
+        self._all_by_price.clear()
+        self._emptied.clear()
         self.flipping.reset()
         self.vacuuming.reset()
         self.layering.reset()
@@ -223,22 +236,32 @@ class DetectorEngine:
     def _prune(self, ts: int) -> None:
         self._next_prune = ts + 1000
         lim = ts - RECORD_TTL_MS
+        expired = False
+        all_by_price = self._all_by_price
         for side in ("bid", "ask"):
             recs = self.records[side]
             if recs and recs[0].t_add < lim:
-                keep = [r for r in recs if r.t_add >= lim]
-                self.records[side] = keep
-                self._by_price = {}
-        if not self._by_price:
-            by_price = self._by_price = {}
-            for side in ("bid", "ask"):
-                for r in self.records[side]:
+                # records are appended in time order: the expired ones are a prefix, and the
+                # first of each price's list
+                gone = bisect_left(recs, lim, key=_added_at)
+                for r in recs[:gone]:
                     key = (side, r.price)
-                    found = by_price.get(key)
-                    if found is None:
-                        by_price[key] = [r]
-                    else:
-                        found.append(r)
+                    same = all_by_price[key]
+                    del same[0]
+                    if not same:
+                        del all_by_price[key]
+                        self._emptied.add(key)
+                self.records[side] = recs[gone:]
+                expired = True
+        if expired or not self._by_price:  # (an empty index was rebuilt from the records too)
+            by_price = self._by_price
+            for key in self._emptied:
+                same = all_by_price.get(key)
+                if same is None:
+                    by_price.pop(key, None)
+                else:
+                    by_price[key] = same
+            self._emptied.clear()
         if len(self._mid_ts) > 4000:
             lim2 = ts - 60_000
             i = bisect_left(self._mid_ts, lim2)
@@ -330,7 +353,14 @@ class DetectorEngine:
                     rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med, share,
                                    ch.added / now20 if now20 > 0 else share)
                     self.records[ch.side].append(rec)
-                    by_price.setdefault((ch.side, ch.price), []).append(rec)
+                    key = (ch.side, ch.price)
+                    same = self._all_by_price.get(key)
+                    if same is None:
+                        same = self._all_by_price[key] = []
+                        self._emptied.add(key)
+                    same.append(rec)
+                    if key in self._emptied:  # its list here is not the live records' list
+                        by_price.setdefault(key, []).append(rec)
                 continue
             recs = by_price.get((ch.side, ch.price))
             if not recs:
@@ -366,6 +396,7 @@ class DetectorEngine:
                     r.closed = True
             if ch.new <= 0:
                 del by_price[(ch.side, ch.price)]
+                self._emptied.add((ch.side, ch.price))
         if pulled:
             pulled = self._without_moves(pulled, changes)
         out = []

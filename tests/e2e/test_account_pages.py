@@ -22,6 +22,7 @@ def create_key_on_page(page, name: str) -> str:
 
 def test_signing_in_with_email_and_password_lands_on_the_api_keys_page(server, customer, page):
     page.goto(f"{server}/")
+    page.locator("header").get_by_role("link", name="Sign in").click()
     expect(page).to_have_url(f"{server}/signin/")
     page.get_by_label("Email").fill(customer.email)
     page.get_by_label("Password").fill(customer.password)

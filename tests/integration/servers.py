@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -132,3 +133,32 @@ def loop_connections() -> int:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND application_name = %s", [LOOP_APPLICATION_NAME])
         return cursor.fetchone()[0]
+
+
+def process_tree(root: int) -> set[int]:
+    """root and every live descendant (from /proc: a child that made a session of its own
+    is outside its parent's process group, and killpg misses it)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(entry))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
+
+
+def kill_tree(root: int) -> None:
+    """SIGKILL root and every descendant."""
+    for pid in process_tree(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

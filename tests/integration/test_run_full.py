@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.integration.servers import ROOT, database_url_for, free_port
+from tests.integration.servers import ROOT, database_url_for, free_port, kill_tree
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 DEMO_KEY = re.compile(r"Demo key: (mdp_live_\S+)")
@@ -62,8 +62,6 @@ def test_make_run_full_serves_the_demo_with_a_worker_and_beat_and_stops_on_ctrl_
         for name in ("web.1", "worker.1", "beat.1"):
             assert re.search(rf"{name} stopped", text), text[-2000:]
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if process.poll() is None:  # a failure before Ctrl-C: honcho's children too, whatever their group
+            kill_tree(process.pid)
         log.unlink(missing_ok=True)

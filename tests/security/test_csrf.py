@@ -59,10 +59,22 @@ def rendered_pages(customer) -> list[tuple[str, str, object]]:
                 "/account/live/", "/no/such/page/"):
         response = signed_in.get(url)
         pages.append((url, response))
+    pages.append(("/signout/", signed_in.get("/signout/")))
     visitor = Client()
-    for url in ("/signin/", "/admin/login/"):
+    for url in ("/", "/signin/", "/admin/login/", "/signup/", "/signup/resend/", "/password/reset/"):
         pages.append((url, visitor.get(url)))
+    reset = visitor.get(_reset_link(customer), follow=True)  # Django moves the token into the session
+    pages.append((reset.redirect_chain[-1][0], reset))
     return [(url, response.content.decode(), response) for url, response in pages]
+
+
+def _reset_link(customer) -> str:
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    user = customer.account.users.get()
+    return f"/password/reset/{urlsafe_base64_encode(force_bytes(user.pk))}/{default_token_generator.make_token(user)}/"
 
 
 def test_every_template_with_a_post_form_is_rendered_here(two_customers):
@@ -88,7 +100,9 @@ def test_every_post_form_on_every_page_is_refused_without_its_csrf_token(two_cus
                 assert response.status_code == 403, (url, action, response.status_code)
                 assert b"CSRF" in response.content
             checked.add(action.split("?")[0])
-    assert {"/signin/", "/signout/", "/account/keys/", "/admin/login/"} <= checked
+    assert {"/signin/", "/signout/", "/account/keys/", "/admin/login/", "/signup/", "/signup/resend/",
+            "/password/reset/"} <= checked
+    assert any(re.fullmatch(r"/password/reset/[\w-]+/set-password/", a) for a in checked)
     assert any(re.fullmatch(r"/account/keys/\d+/revoke/", a) for a in checked)
     assert any(re.fullmatch(r"/account/streams/\d+/unsubscribe/", a) for a in checked)
 
@@ -97,7 +111,7 @@ def test_every_web_route_refuses_a_post_without_a_csrf_token(two_customers):
     """No web view is csrf_exempt: the middleware refuses before any view runs."""
     a, _ = two_customers
     ids = {"key_id": a.keys[0].api_key.pk,
-           "subscription_id": next(iter(a.subscriptions.values())).pk}
+           "subscription_id": next(iter(a.subscriptions.values())).pk, "uidb64": "MQ", "token": "x-y"}
     web_routes = [r for r in enumerate_routes() if not r.startswith(("api/", "v1/", "^"))]
     assert len(web_routes) >= 10
     for route in web_routes:

@@ -37,7 +37,8 @@ def assert_page_headers(response, label: str) -> None:
 
 
 def web_urls(customer) -> list[str]:
-    ids = {"key_id": customer.keys[0].api_key.pk, "subscription_id": next(iter(customer.subscriptions.values())).pk}
+    ids = {"key_id": customer.keys[0].api_key.pk, "subscription_id": next(iter(customer.subscriptions.values())).pk,
+           "uidb64": "MQ", "token": "x-y"}
     routes = [r for r in enumerate_routes() if not r.startswith(("api/", "v1/", "^"))]
     urls = ["/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(ids[m.group(1)]), r) for r in routes]
     return urls + ["/admin/login/", "/admin/accounts/apikey/", "/api/v1/docs", "/no/such/page/"]

@@ -26,7 +26,7 @@ from streaming.sse_auth import TOKEN_SALT, _authorize
 
 from tests.urlconf import url_routes
 
-from .conftest import Customer, account_state
+from .conftest import PASSWORD, Customer, account_state
 
 BTC, ETH = "binance/BTC/USDT", "coinbase/ETH/USD"  # A: BTC (all metrics); B: BTC (trade), ETH
 EVENTS_ROUTE = "api/v1/streams/<str:exchange>/<str:base>/<str:quote>/events (ASGI)"
@@ -61,8 +61,9 @@ class World:
             traces += [key.lookup_id, key.name]
         return traces
 
-    def assert_nothing_of_b(self, response) -> None:
-        text = response.content.decode("utf-8", "replace")
+    def assert_nothing_of_b(self, response, *, typed: str = "") -> None:
+        """`typed`: what the request itself sent (an address typed into a form), echoed back."""
+        text = response.content.decode("utf-8", "replace").replace(typed or "\0", "")
         for trace in self.b_traces():
             assert trace not in text, f"B's {trace!r} shown to A"
 
@@ -91,6 +92,68 @@ def check_signout(w: World):
     web = w.a.web()
     assert web.post("/signout/").status_code == 302
     assert b_web.get("/account/keys/").status_code == 200, "A signing out ended B's session"
+
+
+def check_signup(w: World):
+    """Signing up with B's address changes nothing of B's and shows nothing of B's."""
+    assert w.web.get("/signup/").status_code == 302  # A is signed in: straight to A's keys
+    for url, data in (("/signup/", {"email": w.b.email, "password1": "a new passphrase here",
+                                    "password2": "a new passphrase here"}),
+                      ("/signup/resend/", {"email": w.b.email})):
+        response = Client().post(url, data, follow=True)
+        assert response.status_code == 200
+        w.assert_nothing_of_b(response, typed=w.b.email)
+    assert Client().login(email=w.b.email, password=PASSWORD)
+
+
+def check_signup_sent(w: World):
+    w.assert_nothing_of_b(Client().get("/signup/sent/"))
+
+
+def check_signup_confirm(w: World):
+    """A link naming B with any token but B's confirms nothing."""
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    from accounts.tokens import signup_token_generator
+
+    b_uid = urlsafe_base64_encode(force_bytes(w.b.account.users.get().pk))
+    a_token = signup_token_generator.make_token(w.a.account.users.get())
+    response = Client().get(f"/signup/confirm/{b_uid}/{a_token}/", follow=True)
+    w.assert_nothing_of_b(response)
+
+
+def check_password_reset(w: World):
+    from django.core import mail
+
+    before = len(mail.outbox)
+    response = Client().post("/password/reset/", {"email": w.a.email}, follow=True)
+    w.assert_nothing_of_b(response)
+    assert [m.to for m in mail.outbox[before:]] == [[w.a.email]]
+
+
+def check_password_reset_sent(w: World):
+    w.assert_nothing_of_b(Client().get("/password/reset/sent/"))
+
+
+def check_password_reset_confirm(w: World):
+    """A's reset token on B's link sets no password of B's."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    b_uid = urlsafe_base64_encode(force_bytes(w.b.account.users.get().pk))
+    a_token = default_token_generator.make_token(w.a.account.users.get())
+    client = Client()
+    page = client.get(f"/password/reset/{b_uid}/{a_token}/", follow=True)
+    assert "no longer works" in page.content.decode()
+    client.post(f"/password/reset/{b_uid}/set-password/", {"new_password1": "taken over 123",
+                                                            "new_password2": "taken over 123"})
+    assert Client().login(email=w.b.email, password=PASSWORD)
+
+
+def check_password_reset_complete(w: World):
+    w.assert_nothing_of_b(Client().get("/password/reset/done/"))
 
 
 def check_keys_page(w: World):
@@ -293,6 +356,14 @@ CHECKS: dict[str, Callable[[World], None]] = {
     "": check_home,
     "signin/": check_signin,
     "signout/": check_signout,
+    "signup/": check_signup,
+    "signup/sent/": check_signup_sent,
+    "signup/resend/": check_signup,
+    "signup/confirm/<uidb64>/<token>/": check_signup_confirm,
+    "password/reset/": check_password_reset,
+    "password/reset/sent/": check_password_reset_sent,
+    "password/reset/<uidb64>/<token>/": check_password_reset_confirm,
+    "password/reset/done/": check_password_reset_complete,
     "account/keys/": check_keys_page,
     "account/keys/<int:key_id>/revoke/": check_revoke_confirm,
     "account/usage/": check_usage_page,
