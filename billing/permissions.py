@@ -10,6 +10,10 @@ from .selectors import streaming_plan_refusal
 def _account(request):
     caller = request.user
     if caller is None or not getattr(caller, "is_authenticated", False):
+        if "api_key" in request.query_params:  # the usual mistake: say what to do instead
+            raise Unauthorized("An API key is read from the Authorization header only, never from the query "
+                               "string: send 'Authorization: Bearer <API_KEY>' and drop ?api_key=.",
+                               details={"parameter": "api_key"})
         raise Unauthorized()
     account = caller.account
     if account is None:

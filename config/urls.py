@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from billing.api import UsageAliasView, UsageView, usage_on_loop
-from config.api.views import ExplorerView, SchemaView, unknown_api_path
+from config.api.views import SchemaView, unknown_api_path
+from config.explorer import CustomerExplorerView
 from config.health import healthz
 from config.pages import home
 from market.api import CandlestickView, LimitOrdersView, SpreadView, TradesView, series_on_loop
@@ -13,7 +14,7 @@ api_v1 = [
     path("", include("streaming.urls")),
     path("", include("schemes.urls")),
     path("schema", SchemaView.as_view(), name="schema"),
-    path("docs", ExplorerView.as_view(url_name="schema"), name="docs"),
+    path("docs", CustomerExplorerView.as_view(url_name="schema"), name="docs"),
 ]
 
 # The API first: the page includes below have empty prefixes, so Django enters each and

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
+from billing.selectors import streaming_refusal
 from config import clock
 from config.api import params
 from config.api.errors import InvalidParameter, NotFound
@@ -20,6 +21,7 @@ from market.selectors import bars_page, pair_get, pair_streamable, pairs_streama
 
 from . import selectors, services, snapshot
 from .models import METRICS
+from .sse_auth import not_subscribed, token_issue
 
 GRANULARITIES = ("second", "minute", "hour", "day")
 HOUR_MS = 3_600_000
@@ -44,6 +46,14 @@ class StreamingView(AccountAPIView):
             raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.",
                            details={"pair": f"{exchange}/{base}/{quote}"})
         return pair
+
+    def subscribed_metrics(self, request, pair: Pair) -> list[str]:
+        """The metrics the account streams of the pair; 402 when it streams none: a stream's
+        data is served to its subscribers only, as the SSE connect refuses."""
+        subscription = selectors.subscription_get(account=request.user.account, pair=pair)
+        if subscription is None:
+            raise not_subscribed(pair)
+        return subscription.metrics
 
 
 SUBSCRIPTION = inline_serializer("Subscription", {
@@ -77,7 +87,10 @@ class StreamsView(StreamingView):
             "subscribed": pair.pk in mine, "metrics": mine[pair.pk].metrics if pair.pk in mine else [],
         } for pair in pairs_streamable()]})
 
-    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"], examples=[
+    @extend_schema(summary="Subscribe to a pair (idempotent, additive)", tags=["streams"], description=(
+        "Billed per pair: a pair you do not stream yet is added to this month's bill, pro rata per day. "
+        "Posting a pair you stream already, with metrics it has, changes nothing and costs nothing; the "
+        "examples are pairs the demo account streams."), examples=[
         OpenApiExample("BTC/USDT on Binance, every metric", request_only=True,
                        value={"exchange": "binance", "base": "BTC", "quote": "USDT"}),
         OpenApiExample("Trades and quotes only", request_only=True,
@@ -104,8 +117,25 @@ class UnsubscribeQuery(params.RequestSerializer):
     format = params.Format()
 
 
+# What follows the pair in a stream path: `.../BTC-USDT/status` reaches StreamPairView with
+# BTC-USDT for a base and `status` for a quote.
+PAIR_ACTIONS = ("status", "snapshot", "live", "token", "events", "schemes")
+
+
 class StreamPairView(StreamingView):
     inputs = {"DELETE": UnsubscribeQuery}
+
+    def initial(self, request, *args, **kwargs):
+        """A pair written the series' way (binance/BTC-USDT/status) is no path of ours,
+        whatever the method, and the answer says how to write it: before the key is read,
+        as for any unknown path (a DELETE would otherwise unsubscribe nothing, 204)."""
+        base, quote = kwargs["base"], kwargs["quote"]
+        if quote.lower() in PAIR_ACTIONS and base.count("-") == 1:
+            exchange, (symbol_base, symbol_quote) = kwargs["exchange"], base.split("-")
+            path = f"/api/v1/streams/{exchange}/{symbol_base}/{symbol_quote}/{quote}"
+            raise NotFound(f"Stream paths name the pair as {{exchange}}/{{base}}/{{quote}}, not {base}: use {path}",
+                           details={"pair": f"{exchange}/{base}", "use": path})
+        super().initial(request, *args, **kwargs)
 
     @extend_schema(summary="Unsubscribe the pair, or one metric of it", tags=["streams"], responses={204: None})
     def delete(self, request, exchange, base, quote):
@@ -118,6 +148,7 @@ class StreamPairView(StreamingView):
 
 
 class StatusView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     counted_when_served = True  # reads only
     @extend_schema(summary="Derived state of a pair's stream with its raw signals", tags=["streams"],
                    responses=inline_serializer("StreamStatus", {
@@ -127,7 +158,9 @@ class StatusView(StreamingView):
                        "metrics": serializers.DictField()}))
     def get(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
-        return Response(selectors.pair_status(pair=pair, account=request.user.account, recent=True))
+        metrics = self.subscribed_metrics(request, pair)
+        return Response(selectors.pair_status(pair=pair, account=request.user.account, subscribed=metrics,
+                                              recent=True))
 
 
 def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply, rounding):
@@ -184,6 +217,7 @@ class SnapshotRequest(params.RequestSerializer):
 
 
 class SnapshotView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     inputs = {"POST": SnapshotRequest}
 
     @extend_schema(summary="Historical bars of a pair", tags=["streams"], examples=[
@@ -199,6 +233,7 @@ class SnapshotView(StreamingView):
     def post(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
         given = self.read_input(request)
+        self.subscribed_metrics(request, pair)
         metrics, granularity, from_ms, to_ms = given["metrics"], given["granularity"], given["from_ms"], given["to_ms"]
         upper = selectors.snapshot_upper_bound(pair=pair, to_ms=to_ms)
         count = BAR_MODELS[granularity].objects.filter(pair=pair, ts_ms__gte=from_ms, ts_ms__lt=upper).count()
@@ -233,20 +268,21 @@ LIVE_BAR = {"type": "object", "nullable": True, "required": ["ts_ms"], "properti
 
 
 class LiveView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     counted_when_served = True  # reads only; polled every second
     @extend_schema(summary="The latest live 1-second bar, or null", tags=["streams"],
                    responses={200: LIVE_BAR})
     def get(self, request, exchange, base, quote):
         pair = self.pair_or_404(exchange, base, quote)
+        metrics = self.subscribed_metrics(request, pair)
         bar = selectors.live_bar(pair=pair)
         if bar is None:
             return Response(None)
-        subscription = selectors.subscription_get(account=request.user.account, pair=pair)
-        metrics = subscription.metrics if subscription else list(METRICS)
         return Response(snapshot.row(bar, metrics, pair.base.circulating_supply, pair.rounding))
 
 
 class StreamTokenView(StreamingView):
+    subscribers_only = True  # 402 for a pair the account does not subscribe (the schema says so)
     @extend_schema(
         summary="A short-lived token for EventSource (which cannot send headers)", tags=["streams"],
         request=None,
@@ -254,9 +290,13 @@ class StreamTokenView(StreamingView):
             "token": serializers.CharField(), "expires_in_seconds": serializers.IntegerField(),
             "events_url": serializers.CharField()}))
     def post(self, request, exchange, base, quote):
-        from .sse_auth import token_issue
-
+        # refused as the stream it opens would be, in the SSE connect's order
         pair = self.pair_or_404(exchange, base, quote)
+        refusal = streaming_refusal(request.user.account)
+        if refusal is not None:
+            raise refusal
+        self.subscribed_metrics(request, pair)
         token = token_issue(account_id=request.user.account_id, pair_id=pair.pk, key_id=request.user.key_id)
         return Response({"token": token, "expires_in_seconds": settings.SSE_TOKEN_SECONDS,
                          "events_url": f"/api/v1/streams/{pair.path}/events?token={token}"})
+

@@ -32,6 +32,15 @@ def token_issue(*, account_id: int, pair_id: int, key_id: int | None = None, use
     return signing.dumps({"a": account_id, "p": pair_id, "k": key_id, "u": user_id}, salt=TOKEN_SALT, compress=False)
 
 
+def not_subscribed(pair: Pair) -> PaymentRequired:
+    """The refusal of a pair's stream data to an account that does not subscribe to it (the
+    SSE connect, status, snapshot, live and the stream token)."""
+    return PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
+                           f"POST /api/v1/streams {{\"exchange\": \"{pair.exchange.slug}\", \"base\": "
+                           f"\"{pair.base.symbol}\", \"quote\": \"{pair.quote.symbol}\"}} first.",
+                           details={"reason": "not_subscribed", "pair": pair.path})
+
+
 def _token_account(token: str, pair: Pair) -> tuple[int, int | None]:
     try:
         claims = signing.loads(token, salt=TOKEN_SALT, max_age=settings.SSE_TOKEN_SECONDS)
@@ -100,8 +109,7 @@ def _authorize(authorization, token, exchange, base, quote, last_event_id, liste
         listen(pair.pk)  # before the position is read; a refused stream's listener is dropped
     metrics, present = selectors.stream_opening(account_id=account.pk, pair=pair)
     if metrics is None:
-        raise PaymentRequired(f"{pair.path} is not in the account's streaming subscription; subscribe with "
-                              "POST /api/v1/streams first.", details={"reason": "not_subscribed", "pair": pair.path})
+        raise not_subscribed(pair)
     grant = StreamGrant(account_id=account.pk, key_id=key_id, pair_id=pair.pk, pair_path=pair.path,
                         metrics=metrics, circulating_supply=pair.base.circulating_supply, rounding=pair.rounding,
                         status=selectors.pair_status(pair=pair, account=account, subscribed=metrics, recent=True))

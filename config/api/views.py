@@ -1,5 +1,6 @@
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.negotiation import DefaultContentNegotiation
 
@@ -22,7 +23,12 @@ class SchemaView(SpectacularAPIView):
 
 
 class ExplorerView(SpectacularSwaggerView):
+    """Swagger UI with our bar (the way back, the key) and plugin (code samples, no "Try it
+    out" for a stream): templates/api/explorer.html, static/js/explorer.js."""
+
     content_negotiation_class = DefaultContentNegotiation
+    template_name = "api/explorer.html"
+    authentication_classes = [SessionAuthentication]  # the site's sign-in, to offer the customer's keys
 
     @extend_schema(exclude=True)
     def get(self, request, *args, **kwargs):
@@ -30,7 +36,15 @@ class ExplorerView(SpectacularSwaggerView):
         # we do not use); it is where users paste their API key, so isolate it like our pages.
         response = super().get(request, *args, **kwargs)
         response["Cross-Origin-Opener-Policy"] = "same-origin"
+        signed_in = bool(getattr(request.user, "is_authenticated", False))
+        response.data["explorer_config"] = {"schema_url": response.data["schema_url"], "signed_in": signed_in}
+        response.data["explorer_keys"] = self.keys_of(request.user) if signed_in else []
         return response
+
+    def keys_of(self, user) -> list:
+        """The signed-in user's live keys to choose from (name, lookup id, display prefix);
+        the wiring above this layer fills it in (config.explorer)."""
+        return []
 
 
 def handler404(request, exception=None):

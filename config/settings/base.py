@@ -204,6 +204,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "streaming.schema.add_events_endpoint",
+        "config.api.schema.explorer_examples",
+        "config.api.schema.code_samples",
     ],
 }
 

@@ -241,5 +241,7 @@ def test_a_204_has_no_body(a_api):
             response = a_api.delete(url, HTTP_ACCEPT=accept)
             assert response.status_code == 204
             assert response.content == b""
+    assert a_api.post("/api/v1/streams", {"exchange": "binance", "base": "BTC", "quote": "USDT"},
+                      format="json").status_code in (200, 201)
     live = a_api.get(f"{PAIR}/live")  # the one place JSON null is a body
     assert live.status_code == 200 and live.content == b"null"

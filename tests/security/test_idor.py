@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from accounts.models import ApiKey
 from billing.selectors import usage_month
 from config import clock
-from config.api.errors import PaymentRequired
+from config.api.errors import PaymentRequired, Unauthorized
 from streaming.models import StreamSubscription
 from streaming.sse_auth import TOKEN_SALT, _authorize
 
@@ -365,7 +365,7 @@ def check_unsubscribe_api(w: World):
 
 
 def check_status(w: World):
-    assert w.api.get(f"/api/v1/streams/{ETH}/status").json()["subscribed"] is False
+    assert w.api.get(f"/api/v1/streams/{ETH}/status").status_code == 402  # B's subscription is not A's
     mine = w.api.get(f"/api/v1/streams/{BTC}/status").json()
     assert mine["subscribed"] is True
     assert all(m["subscribed"] for m in mine["metrics"].values())
@@ -375,7 +375,7 @@ def check_snapshot(w: World):
     before = w.a_usage().requests
     response = w.api.post(f"/api/v1/streams/{ETH}/snapshot", {"metrics": ["book"], "granularity": "hour"},
                           format="json")
-    assert response.status_code == 200
+    assert response.status_code == 402  # B's subscription serves nothing to A
     assert w.a_usage().requests == before + 1
 
 
@@ -392,10 +392,11 @@ def check_live(w: World):
 
 
 def check_token(w: World):
-    token = w.api.post(f"/api/v1/streams/{ETH}/token").json()["token"]
+    assert w.api.post(f"/api/v1/streams/{ETH}/token").status_code == 402  # B's subscription is not A's
+    token = w.api.post(f"/api/v1/streams/{BTC}/token").json()["token"]
     claims = signing.loads(token, salt=TOKEN_SALT)
     assert claims["a"] == w.a.account.pk and claims["k"] == w.a.keys[0].api_key.pk
-    with pytest.raises(PaymentRequired):  # B's subscription to ETH opens nothing for A
+    with pytest.raises(Unauthorized):  # nor does A's token of another pair
         _authorize(None, token, "coinbase", "ETH", "USD", None)
 
 

@@ -30,7 +30,15 @@ def full_bar(ts, price=100.0, trades=True):
 
 
 @pytest.fixture
-def seconds(btc):
+def subscribed(api, btc):
+    assert api.post("/api/v1/streams", {"exchange": "binance", "base": "BTC", "quote": "USDT"},
+                    format="json").status_code == 201
+    return btc
+
+
+@pytest.fixture
+def seconds(subscribed):
+    btc = subscribed
     bars = [full_bar(NOW_MS - 3000 * 1000 + i * 1000, trades=i % 3 != 0) for i in range(3000)]
     bars_write(pair=btc, granularity="second", bars=bars)
     btc.base.circulating_supply = 19_800_000.0
@@ -125,6 +133,7 @@ def test_a_large_snapshot_is_streamed_identically_and_metered_exactly(api, secon
 
     body = {"metrics": ["trade", "book", "quote"], "granularity": "second", "from_ms": NOW_MS - 3000 * 1000,
             "to_ms": NOW_MS, "format": fmt}
+    before = api.get("/api/v1/me/usage").json()  # the subscription's own request and bytes
     whole = api.post(URL, body, format="json")
     assert not whole.streaming
     settings.SNAPSHOT_STREAM_ROWS = 100
@@ -136,20 +145,29 @@ def test_a_large_snapshot_is_streamed_identically_and_metered_exactly(api, secon
     decoded = toon_format.decode(content.decode()) if fmt == "toon" else __import__("json").loads(content)
     assert decoded["count"] == len(decoded["bars"]) == 3000
     usage = api.get("/api/v1/me/usage").json()
-    assert usage["bytes"]["used"] == len(whole.content) + len(content)
-    assert streamed["X-Quota-Requests-Used"] == "2"
+    assert usage["bytes"]["used"] == before["bytes"]["used"] + len(whole.content) + len(content)
+    assert streamed["X-Quota-Requests-Used"] == str(before["requests"]["used"] + 2)
 
 
 def test_live_is_null_until_a_bar_is_published_then_the_latest_bar(api, btc):
     from streaming.live import publish_bars
 
-    assert api.get("/api/v1/streams/binance/BTC/USDT/live").json() is None
     api.post("/api/v1/streams", {"exchange": "binance", "base": "BTC", "quote": "USDT", "metrics": ["quote"]},
              format="json")
+    assert api.get("/api/v1/streams/binance/BTC/USDT/live").json() is None
     publish_bars(pair=btc, bars=[full_bar(NOW_MS - 2000), full_bar(NOW_MS - 1000, price=101.0)])
     body = api.get("/api/v1/streams/binance/BTC/USDT/live").json()
     assert body == {"ts_ms": NOW_MS - 1000, "bid_price": 100.5, "ask_price": 101.5, "mid_price": 101.0,
                     "spread_bps": pytest.approx(99.0099, rel=1e-4)}
+
+
+@pytest.mark.parametrize("method, action, body", [
+    ("get", "status", None), ("get", "live", None), ("post", "token", None),
+    ("post", "snapshot", {"metrics": ["trade"], "granularity": "minute"})])
+def test_the_stream_data_of_a_pair_the_account_does_not_subscribe_is_402(api, btc, method, action, body):
+    response = getattr(api, method)(f"/api/v1/streams/binance/BTC/USDT/{action}", body, format="json")
+    assert response.status_code == 402, response.content
+    assert response.json()["error"]["details"] == {"reason": "not_subscribed", "pair": "binance/BTC/USDT"}
 
 
 def test_the_fast_row_maker_equals_the_bar_rows():

@@ -108,7 +108,10 @@ def test_status_of_an_unknown_pair_is_404(api, btc):
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
 
 
-def test_status_of_an_unsubscribed_pair_is_answered(api, btc):
-    body = status(api)
-    assert body["subscribed"] is False and body["state"] == REQUESTED
-    assert set(body["metrics"]) == {"trade", "book", "quote"}
+def test_status_of_a_pair_the_account_does_not_subscribe_is_402_saying_how_to_subscribe(api, btc):
+    response = api.get("/api/v1/streams/binance/BTC/USDT/status")
+    assert response.status_code == 402
+    error = response.json()["error"]
+    assert error["code"] == "payment_required"
+    assert error["details"] == {"reason": "not_subscribed", "pair": "binance/BTC/USDT"}
+    assert "POST /api/v1/streams" in error["message"]
