@@ -1,6 +1,14 @@
-// Copy the freshly created key, and drop the POST from history so a reload shows the
+// Copy the freshly created key, hand it to this tab's API explorer, and drop the POST from history so a reload shows the
 // plain list (the plaintext is never shown twice).
 (function () {
+  // The API explorer of this tab may use the new key without a paste (it reads the same
+  // entry of this tab's sessionStorage; closing the tab forgets it).
+  var created = document.getElementById("plaintext-key");
+  if (created && created.dataset.lookup && window.sessionStorage) {
+    try {
+      sessionStorage.setItem("mdp-explorer-key:" + created.dataset.lookup, created.textContent.trim());
+    } catch (e) { /* storage refused: the explorer asks for a paste */ }
+  }
   var button = document.getElementById("copy-key");
   if (button) {
     button.addEventListener("click", function () {

@@ -130,3 +130,16 @@ def test_the_live_feed_s_event_source_sample_runs_in_a_browser(server, customer_
         });
     }""", [sample["source"], customer_key])
     assert status["subscribed"] is True and status["base"] == "BTC"
+
+
+def test_a_key_created_on_the_keys_page_is_used_by_the_explorer_without_a_paste(server, customer, sign_in, page):
+    page.set_viewport_size({"width": 1440, "height": 900})
+    sign_in(page, server, customer)
+    page.goto(f"{server}/account/keys/")
+    page.get_by_label("Name", exact=True).fill("explorer key")
+    page.get_by_role("button", name="Create key").click()
+    plaintext = page.locator("#plaintext-key").inner_text().strip()
+    page.goto(f"{server}/api/v1/docs")
+    expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
+    page.locator("#key-choice").select_option(value=plaintext[9:21])
+    expect(page.locator("#key-state")).to_contain_text(f"Using {plaintext[:21]}")  # never pasted

@@ -114,10 +114,15 @@ def test_subscribing_a_pair_from_the_picker_with_chosen_metrics(server, customer
 
 
 @WIDTHS
-def test_the_live_page_loads_the_last_hour_of_candles_then_draws_the_first_live_one(
+def test_a_new_key_then_the_live_page_loads_the_last_hour_of_candles_and_draws_the_first_live_one(
         ingesting_server, customer, sign_in, page, width):
     watch = open_page(page, width)
     sign_in(page, ingesting_server, customer)
+    # the customer's way in: a key first (the page itself streams with the session)
+    page.goto(f"{ingesting_server}/account/keys/")
+    page.get_by_label("Name", exact=True).fill("first key")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.locator("#created-key")).to_contain_text("first key")
     page.goto(f"{ingesting_server}/account/streams/?exchange=binance&base=BTC&quote=USDT")
     page.get_by_role("button", name="Subscribe to binance/BTC/USDT").click()
     expect(page.locator(".messages")).to_contain_text("Subscribed to binance/BTC/USDT")
