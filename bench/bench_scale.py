@@ -76,12 +76,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.integration.servers import process_tree
-
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from tests.integration.servers import process_tree  # noqa: E402 (the project root on the path first)
 
 LAG_GOAL_MS = 2000
 HEADLINE_GOAL_PAIRS = 100
