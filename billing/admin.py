@@ -48,6 +48,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class CountedFigures:
+    """The requests and bytes of a usage row (`requests`, `bytes`), formatted."""
+
+    @admin.display(description="requests", ordering="requests")
+    def request_count(self, usage):
+        return count(usage.requests)
+
+    @admin.display(description="bytes served", ordering="bytes")
+    def served(self, usage):
+        return size(usage.bytes)
+
+
 @admin.register(PairBillingPeriod)
 class PairBillingPeriodAdmin(ReadOnlyAdmin):
     list_display = ("__str__", "account", "pair", "metrics", "started_at", "ended_at")
@@ -58,7 +70,7 @@ class PairBillingPeriodAdmin(ReadOnlyAdmin):
 
 
 @admin.register(UsageCounter)
-class UsageCounterAdmin(ReadOnlyAdmin):
+class UsageCounterAdmin(CountedFigures, ReadOnlyAdmin):
     list_display = ("__str__", "account", "period", "period_start", "request_count", "served")
     list_filter = ("period", "account__plan")
     search_fields = ("account__name", "account__users__email")
@@ -67,17 +79,9 @@ class UsageCounterAdmin(ReadOnlyAdmin):
     fields = ("account", "period", "period_start", "request_count", "served")
     readonly_fields = fields
 
-    @admin.display(description="requests", ordering="requests")
-    def request_count(self, counter):
-        return count(counter.requests)
-
-    @admin.display(description="bytes served", ordering="bytes")
-    def served(self, counter):
-        return size(counter.bytes)
-
 
 @admin.register(KeyEndpointUsage)
-class KeyEndpointUsageAdmin(ReadOnlyAdmin):
+class KeyEndpointUsageAdmin(CountedFigures, ReadOnlyAdmin):
     list_display = ("__str__", "account", "api_key", "endpoint", "month_label", "request_count", "served",
                     "last_request")
     list_filter = ("endpoint", "month", "account__plan")
@@ -89,14 +93,6 @@ class KeyEndpointUsageAdmin(ReadOnlyAdmin):
     @admin.display(description="month", ordering="month")
     def month_label(self, usage):
         return f"{usage.month:%Y-%m}"
-
-    @admin.display(description="requests", ordering="requests")
-    def request_count(self, usage):
-        return count(usage.requests)
-
-    @admin.display(description="bytes served", ordering="bytes")
-    def served(self, usage):
-        return size(usage.bytes)
 
     @admin.display(description="last counted request (UTC)", ordering="last_request_ms")
     def last_request(self, usage):
