@@ -9,10 +9,14 @@ any other source.
 Rules (what ingestion can rely on):
 
 * Arrival is kept: a window is the buffered events with start <= ts < end, ordered by
-  (ts, arrival). An event that arrives after its time was read (ingestion reads a second
-  in parts, ahead of its tick, never closer to now than the lag) is late: it is moved to
-  the first moment not read yet (counted in `late_events`), never dropped, so the book
-  stays exact.
+  (ts, arrival). An event that arrives after its second was closed (read by the tick
+  that writes it) is late: it is moved to the first moment not closed yet (counted in
+  `late_events`), never dropped, so the book stays exact.
+* Ingestion also reads a second in parts ahead of its tick (`closing=False`, never closer
+  to now than the lag). An event arriving after such a read passed its time, in a second
+  not closed yet, keeps its time: the next read that would skip it raises `ReadBehind`
+  (counted in `rereads`), and ingestion reads the second again from the book checkpoint.
+  Reading ahead never changes a bar.
 * The feed vouches for time: while it is live, up to now minus the lag (in exchange
   time, through the measured clock offset); while it is not, the time is frozen where it
   was. Ingestion never closes a second past that point.
@@ -46,6 +50,11 @@ logger = logging.getLogger(__name__)
 LIVE = "live"
 
 
+class ReadBehind(Exception):
+    """An event arrived after a read ahead passed its time, in a second not closed yet:
+    what was read since is to be read again, from before it."""
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -67,7 +76,9 @@ class PairFeed:
         # not the whole buffer kept since the book checkpoint.
         self._scan_from = 0
         self._scanned_to_ms = 0
-        self.closed_ms = 0
+        self.closed_ms = 0  # the end of the last closing read: earlier times are written
+        self.read_ms = 0  # the end of the last read, closing or ahead
+        self._unplaced_from: int | None = None  # an event a read ahead passed before it came
         self._arrival = 0
         self._offsets: deque[int] = deque(maxlen=self.OFFSET_SAMPLES)  # wall - exchange ms
         self.last_event_ms: int | None = None
@@ -80,6 +91,7 @@ class PairFeed:
         self.fatal: BaseException | None = None
         self.finished = False
         self.late_events = 0
+        self.rereads = 0
         self.last_read = time.monotonic()
         self.task: asyncio.Task | None = None
         self.feed: Any = None
@@ -91,10 +103,12 @@ class PairFeed:
             self._arrival += 1
             ts = event.ts_ms
             self._offsets.append(now - ts)
-            if ts < self.closed_ms:  # its time was read already: it counts at the first moment not read
+            if ts < self.closed_ms:  # its second is written: it counts at the first moment not closed
                 ts = self.closed_ms
                 event = dataclasses.replace(event, ts_ms=ts)
                 self.late_events += 1
+            elif ts < self.read_ms and (self._unplaced_from is None or ts < self._unplaced_from):
+                self._unplaced_from = ts
             self._events.append((ts, self._arrival, event))
             if self.last_event_ms is None or ts > self.last_event_ms:
                 self.last_event_ms = ts
@@ -139,14 +153,26 @@ class PairFeed:
                 self.vouched_ms = max(self.vouched_ms or 0, now_ms - offset - self.lag_ms)
             return self.vouched_ms
 
-    def events(self, start_ms: int, end_ms: int) -> list[Event]:
-        """The buffered events with start_ms <= ts < end_ms in (time, arrival) order. The
-        seconds before end_ms are closed from now on: later arrivals move past them."""
+    def events(self, start_ms: int, end_ms: int, *, closing: bool = True) -> list[Event]:
+        """The buffered events with start_ms <= ts < end_ms in (time, arrival) order. A
+        closing read closes the seconds before end_ms: later arrivals move past them. A read
+        ahead (closing=False) closes nothing. ReadBehind: an event came before start_ms after
+        a read passed its time; the reader's earlier reads missed it."""
         with self._lock:
             self.last_read = time.monotonic()
             if self.fatal is not None:
                 raise self.fatal
-            self.closed_ms = max(self.closed_ms, end_ms)
+            unplaced = self._unplaced_from
+            if unplaced is not None:
+                if start_ms > unplaced:
+                    self.rereads += 1
+                    self._unplaced_from = None  # the reader starts again from before it
+                    raise ReadBehind(f"{self.ref}: an event at {unplaced} came after a read ahead passed it")
+                if unplaced < end_ms:
+                    self._unplaced_from = None  # this read holds it
+            if closing:
+                self.closed_ms = max(self.closed_ms, end_ms)
+            self.read_ms = max(self.read_ms, end_ms)
             events = self._events
             first = self._scan_from if start_ms >= self._scanned_to_ms else 0
             picked = [item for item in events[first:] if start_ms <= item[0] < end_ms] if first else \
@@ -188,7 +214,7 @@ class PairFeed:
         with self._lock:
             status = self.status
             out = {"state": getattr(status, "state", LIVE if self.live else "connecting"),
-                   "late_events": self.late_events}
+                   "late_events": self.late_events, "rereads": self.rereads}
             for name in ("reason", "since_ms", "disconnects", "recent_disconnects", "degraded", "resyncs",
                          "trades_missed", "synced_at_ms", "snapshot_reach_pct"):
                 value = getattr(status, name, None)
@@ -331,8 +357,8 @@ class LiveExchangeSource:
     def window_end(self, ref: PairRef, now_ms: int) -> int | None:
         return self.feed(ref).window_end(now_ms)
 
-    def events(self, ref: PairRef, start_ms: int, end_ms: int):
-        return iter(self.feed(ref).events(start_ms, end_ms))
+    def events(self, ref: PairRef, start_ms: int, end_ms: int, *, closing: bool = True):
+        return iter(self.feed(ref).events(start_ms, end_ms, closing=closing))
 
     def earliest_ms(self, ref: PairRef) -> int | None:
         return self.feed(ref).covers_from_ms

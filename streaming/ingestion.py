@@ -41,6 +41,7 @@ from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
 
 from . import live
+from .feeds import ReadBehind
 from .models import BookCheckpoint, IngestionState, IngestionWorker
 from .sources import pair_ref, source_for
 
@@ -215,15 +216,21 @@ class PairIngestor:
         if vouched is None:
             return
         until = min(vouched, now_ms - settings.INGESTION_LAG_MS, self.builder_cursor + 1000)
-        self._feed(until)
+        try:
+            self._feed(until, closing=False)
+        except ReadBehind:  # an event came after this read passed its time: the tick reads again
+            self.reset()
 
-    def _feed(self, until_ms: int) -> None:
-        """Feed the builder and the detectors the source's events from `fed_ms` to until_ms."""
+    def _feed(self, until_ms: int, *, closing: bool = True) -> None:
+        """Feed the builder and the detectors the source's events from `fed_ms` to until_ms
+        (a read ahead of a live feed does not close the seconds it reads)."""
         if until_ms <= self.fed_ms:
             return
         builder_feed, detect = self.builder.feed, self.detection.feed if self.detection is not None else None
         found, seen = self._found, self._seen
-        for event in self.source.events(self.ref, self.fed_ms, until_ms):
+        events = self.source.events(self.ref, self.fed_ms, until_ms) if closing else \
+            self.source.events(self.ref, self.fed_ms, until_ms, closing=False)
+        for event in events:
             builder_feed(event)
             if detect is not None:
                 detected = detect(event)
@@ -264,8 +271,12 @@ class PairIngestor:
         detections = warmed if warmed is not None and self.builder_cursor == cursor else []
         if self.builder_cursor != cursor or self.fed_ms > end:  # the cursor moved since (another process stepped)
             detections = self._warm_up(cursor, self._before_any_event_step())
+        try:
+            self._feed(end)
+        except ReadBehind:  # a read ahead passed an event that came later: read the second again
+            detections = self._warm_up(cursor, self._before_any_event_step())
+            self._feed(end)
         builder = self.builder
-        self._feed(end)
         detections = detections + self._found if detections else self._found
         seen, self._found, self._seen = self._seen, [], {}
         bars = builder.flush(end)

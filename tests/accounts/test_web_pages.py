@@ -62,7 +62,7 @@ def test_forms_refuse_posts_without_csrf_token(user):
 def test_creating_a_key_shows_the_plaintext_once(signed_in, account):
     response = _create(signed_in)
     html = response.content.decode()
-    plaintext = re.search(r'id="plaintext-key">(mdp_live_[0-9A-Za-z]{50})<', html).group(1)
+    plaintext = re.search(r'id="plaintext-key"[^>]*>(mdp_live_[0-9A-Za-z]{50})<', html).group(1)
     assert "Copy it now" in html and 'id="copy-key"' in html
     api_key = ApiKey.objects.get(account=account)
     assert plaintext.startswith(f"mdp_live_{api_key.lookup_id}")

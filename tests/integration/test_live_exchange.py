@@ -152,21 +152,22 @@ def check(pair, venue, snapshot, final, live_bars, candles):
     missing = [s for s in range(first, last + 1000, 1000) if s not in rows]
     assert missing and all(gaps[0][0] <= s < gaps[0][1] for s in missing), (missing, gaps)
     compared = 0
+    feed = final["signals"]["source"]  # its late_events and rereads say why a second would differ
     for second, row in rows.items():
         ref = reference.get(second)
-        assert ref is not None, second
-        assert (row["trade_count"] or 0) == ref.trade_count, second
+        assert ref is not None, (second, feed)
+        assert (row["trade_count"] or 0) == ref.trade_count, (second, feed)
         if ref.trade_count:
             assert (row["open"], row["high"], row["low"], row["close"]) == (
-                at(ref.open, TICK), at(ref.high, TICK), at(ref.low, TICK), at(ref.close, TICK)), second
+                at(ref.open, TICK), at(ref.high, TICK), at(ref.low, TICK), at(ref.close, TICK)), (second, feed)
             assert (row["volume"], row["buy_volume"], row["sell_volume"]) == (
-                at(ref.volume, STEP), at(ref.buy_volume, STEP), at(ref.sell_volume, STEP)), second
+                at(ref.volume, STEP), at(ref.buy_volume, STEP), at(ref.sell_volume, STEP)), (second, feed)
         if row["bid_depth"] is None:
             continue
-        assert ref.in_sync, second
-        assert (row["bid_depth"], row["ask_depth"]) == (at(ref.bid_depth, STEP), at(ref.ask_depth, STEP)), second
+        assert ref.in_sync, (second, feed)
+        assert (row["bid_depth"], row["ask_depth"]) == (at(ref.bid_depth, STEP), at(ref.ask_depth, STEP)), (second, feed)
         if row["bid_price"] is not None and ref.bid_price is not None:
-            assert (row["bid_price"], row["ask_price"]) == (at(ref.bid_price, TICK), at(ref.ask_price, TICK)), second
+            assert (row["bid_price"], row["ask_price"]) == (at(ref.bid_price, TICK), at(ref.ask_price, TICK)), (second, feed)
         compared += 1
     assert compared >= 40
     # the counters are the current feed's: the worker that took over started a new one

@@ -1,13 +1,16 @@
 """The buffer between a live feed and ingestion (streaming/feeds.py PairFeed): late events
 are moved forward, never dropped; time is vouched for only while the feed is live; a lost
-book is said at the point ingestion has reached; a checkpoint trims what it covers."""
+book is said at the point ingestion has reached; a checkpoint trims what it covers; an
+event a read ahead passed keeps its time and makes ingestion read again."""
 
 import random
 from types import SimpleNamespace
 from unittest import mock
 
+import pytest
+
 from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Trade
-from streaming.feeds import PairFeed
+from streaming.feeds import PairFeed, ReadBehind
 
 BTC = PairRef("binance", "BTC", "USDT")
 T0 = 1_800_000_000_000
@@ -57,6 +60,21 @@ def test_an_event_arriving_after_its_second_was_read_moves_to_the_next_one():
     late, delta = feed.events(T0 + 1_000, T0 + 2_000)
     assert late == Trade(T0 + 1_000, 10.1, 0.5, "buy", "7") and delta.ts_ms == T0 + 1_100
     assert feed.late_events == 1
+
+
+
+def test_an_event_a_read_ahead_passed_keeps_its_time_and_the_next_read_after_it_reads_again():
+    feed = fed([BookSnapshot(T0, ((10.0, 1.0),), ((10.1, 1.0),))], now=T0 + 50)
+    feed.on_status(status("live"))
+    assert len(feed.events(T0, T0 + 600, closing=False)) == 1  # ahead of the tick: nothing closed
+    with mock.patch("streaming.feeds._wall_ms", return_value=T0 + 1_200):
+        feed.sink(Trade(T0 + 400, 10.1, 0.5, "buy", "7"))  # after the read passed its time
+    with pytest.raises(ReadBehind):
+        feed.events(T0 + 600, T0 + 1_000)  # would skip it
+    again = feed.events(T0, T0 + 1_000)  # read again from before it: at its own time
+    assert [e.ts_ms for e in again] == [T0, T0 + 400]
+    assert feed.late_events == 0 and feed.signals()["rereads"] == 1
+    assert feed.events(T0 + 1_000, T0 + 2_000) == []  # and only once
 
 
 def test_a_checkpoint_trims_the_buffer_and_moves_what_it_covers():
