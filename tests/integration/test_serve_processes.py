@@ -26,6 +26,14 @@ def answering_pids(url: str, requests: int = 200) -> set[int]:
         return set(pool.map(ask, range(requests)))
 
 
+def exited(pid: int) -> bool:
+    """The process is gone or a zombie: either way its sockets are closed."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def wait_for(check, seconds: float, what: str, log: Path):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -58,6 +66,9 @@ def test_two_daphne_processes_share_one_port_are_replaced_when_they_die_and_stop
         pids = wait_for(both_answering, 60, "both processes answering on the one port", log)
         victim, survivor = sorted(pids)
         os.kill(victim, signal.SIGKILL)
+        # A SIGKILL is delivered asynchronously: until the victim has exited, the kernel still
+        # hands it new connections on the shared port, and resets them when it goes.
+        wait_for(lambda: exited(victim), 10, "the killed process to exit", log)
         assert httpx.get(f"{url}/api/v1/test/process", timeout=10).status_code == 200  # the other still serves
         def victim_replaced():
             found = both_answering()
