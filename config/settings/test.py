@@ -1,7 +1,19 @@
 """Tests: embedded by default, full mode when DATABASE_URL / REDIS_URL are set (CI)."""
 
-from .base import *  # noqa: F401,F403
-from .base import CACHES, REDIS_URL, env
+import os
+import re
+
+# Parallel test processes (pytest-xdist: gw0, gw1, ...) get a database each from
+# pytest-django; each gets a Redis database of its own too, the next ones after REDIS_URL's,
+# so one process's live pairs, keys and counters never reach another's (pair ids repeat).
+_worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+if _worker and os.environ.get("REDIS_URL") and not os.environ.get("TEST_REDIS_OF_WORKER"):
+    _url = re.match(r"(redis://[^/]*)(?:/(\d+))?(.*)", os.environ["REDIS_URL"])
+    os.environ["REDIS_URL"] = f"{_url[1]}/{int(_url[2] or 0) + 1 + int(_worker[1])}{_url[3]}"
+    os.environ["TEST_REDIS_OF_WORKER"] = _worker[1]  # the servers a test starts inherit it as it is
+
+from .base import *  # noqa: E402,F401,F403
+from .base import CACHES, REDIS_URL, env  # noqa: E402
 
 # Cheap argon2 parameters keep the suite fast; the production parameters are benchmarked.
 API_KEY_ARGON2 = {"time_cost": 1, "memory_cost": 1024, "parallelism": 1}
