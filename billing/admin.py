@@ -112,19 +112,10 @@ class StripeCustomerAdmin(admin.ModelAdmin):
 
 
 @admin.register(StripeEvent)
-class StripeEventAdmin(admin.ModelAdmin):
+class StripeEventAdmin(ReadOnlyAdmin):
     """The Stripe events received, each applied once."""
 
     list_display = ("received_at", "type", "account", "outcome", "event_id")
     list_filter = ("type",)
     search_fields = ("event_id", "account__name", "account__users__email")
     list_select_related = ("account",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
