@@ -81,11 +81,20 @@ def write_document(rows: list[dict], path: Path) -> str:
     return text
 
 
+def dated(rows: list[dict], module: str, env_overrides: dict, when: datetime) -> list[dict]:
+    """Each row names the command that measured it and when: one row per figure, its
+    history in git."""
+    settings = " ".join(f"{name}={value}" for name, value in env_overrides.items() if not name.startswith("BENCH_")
+                        or name == "BENCH_CLIENTS")
+    command = f"`{settings + ' ' if settings else ''}python bench/{module}.py`"
+    return [{**row, "figure": f"{row['figure']}; {command}, {when:%Y-%m-%d %H:%M} UTC"} for row in rows]
+
+
 def main() -> int:
     rows = []
     for module, env in BENCHES:
         print(f"running {module} {env or ''}", file=sys.stderr)
-        rows.extend(run_one(module, env))
+        rows.extend(dated(run_one(module, env), module, env, datetime.now(timezone.utc)))
     text = write_document(rows, ROOT / "docs" / "BENCHMARKS.md")
     print(text)
     return 0

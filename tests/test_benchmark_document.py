@@ -1,6 +1,8 @@
 """`make bench` rewrites docs/BENCHMARKS.md's table and keeps its hand-written notes."""
 
-from bench.run_all import NOTES_HEADING, write_document
+from datetime import datetime, timezone
+
+from bench.run_all import NOTES_HEADING, dated, write_document
 
 ROW = {"figure": "bare Django", "value": "900 req/s", "comparison": "100 %", "goal": "reference", "met": None}
 
@@ -21,3 +23,10 @@ def test_a_new_run_replaces_the_table_and_keeps_the_notes(tmp_path):
 def test_a_first_run_writes_the_table_alone(tmp_path):
     text = write_document([ROW], tmp_path / "BENCHMARKS.md")
     assert NOTES_HEADING not in text and text.endswith("| bare Django | 900 req/s | 100 % | reference |  |\n")
+
+
+def test_each_row_names_its_command_and_when_it_ran():
+    when = datetime(2026, 11, 28, 3, 20, tzinfo=timezone.utc)
+    (row,) = dated([ROW], "bench_series", {"BENCH_DATABASE_URL": "postgres://x", "BENCH_CLIENTS": "32",
+                                           "REDIS_URL": ""}, when)
+    assert row["figure"] == "bare Django; `BENCH_CLIENTS=32 REDIS_URL= python bench/bench_series.py`, 2026-11-28 03:20 UTC"
