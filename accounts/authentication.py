@@ -10,8 +10,8 @@ from rest_framework.authentication import BaseAuthentication
 from config.api.errors import Unauthorized
 
 from .models import Account
-from .selectors import account_recent
-from .services import CachedKey, api_key_authenticate
+from .selectors import account_if_recent, account_recent
+from .services import CachedKey, api_key_authenticate, api_key_verified_here
 
 
 class ApiCaller:
@@ -52,6 +52,17 @@ def caller_for_token(token: str | None) -> ApiCaller:
     if key is None:
         raise Unauthorized("The API key is not valid or has been revoked.")
     return ApiCaller(key)
+
+
+def caller_known_here(request) -> tuple[CachedKey, Account] | None:
+    """The request's key and its account when this process verified the key and read the
+    account lately (api_key_verified_here, account_if_recent): what an answer on the event
+    loop (config/loop.py) may serve without a thread; None when that cannot be said without
+    asking a cache or the database."""
+    token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
+    key = api_key_verified_here(presented=token) if token else None
+    account = account_if_recent(account_id=key.account_id) if key is not None else None
+    return (key, account) if account is not None else None
 
 
 class ApiKeyAuthentication(BaseAuthentication):

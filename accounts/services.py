@@ -15,13 +15,11 @@ from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 
-from billing.models import Plan
 from config import clock
-from streaming import live
 
 from . import key_cache, keys
 from .models import KEY_NAME_MAX_LENGTH, KEYS_PER_ACCOUNT, Account, ApiKey, User
-from .signals import account_signing_up
+from .signals import account_payment_lapsed, account_signing_up, api_key_revoked
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +158,8 @@ def api_key_revoke(*, api_key: ApiKey, via: str, by: User | None = None) -> ApiK
     api_key.refresh_from_db()
     if updated:
         logger.info("API key %s revoked %s", api_key.display, via.label)
-        transaction.on_commit(lambda: live.publish_key_revoked(key_id=api_key.pk, account_id=api_key.account_id))
+        transaction.on_commit(lambda: api_key_revoked.send(sender=ApiKey, key_id=api_key.pk,
+                                                            account_id=api_key.account_id))
     return api_key
 
 
@@ -170,7 +169,7 @@ def account_payment_set(*, account: Account, payment: str) -> Account:
     account.payment = payment
     account.save(update_fields=["payment"])
     if payment == Account.Payment.LAPSED and previous != payment:
-        transaction.on_commit(lambda: live.publish_payment_lapsed(account_id=account.pk))
+        transaction.on_commit(lambda: account_payment_lapsed.send(sender=Account, account_id=account.pk))
     return account
 
 
@@ -364,9 +363,10 @@ def _verify_without_cache(parsed: keys.ParsedKey, fingerprint: str) -> CachedKey
     return CachedKey(row["id"], row["account_id"], fingerprint, time.time())
 
 
-def account_upsert(*, email: str, plan: Plan, password: str | None = None,
+def account_upsert(*, email: str, plan, password: str | None = None,
                    payment: str | None = None, account_name: str | None = None) -> User:
-    """Create or update a customer user and its account (staff command `account`)."""
+    """Create or update a customer user and its account on `plan` (a billing.Plan; staff
+    command `account`)."""
     email = email.strip().lower()
     with transaction.atomic():
         user = User.objects.select_for_update().filter(email=email).first()

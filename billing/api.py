@@ -3,11 +3,12 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from accounts import keys
+from accounts.authentication import caller_known_here
 from config import loop
 from config.api.renderers import RENDER
+from config.api.views import AccountAPIView
 
 from . import metering
-from .base_views import AccountAPIView
 from .permissions import IsAccountKey
 from .selectors import iso_utc, iso_utc_ms
 from .serializers import UsageSerializer
@@ -60,9 +61,10 @@ async def usage_on_loop(request) -> HttpResponse | None:
     """`UsageView`'s answer to a plain GET by a key and account this process holds, on the
     event loop (config/loop.py); None for anything else."""
     fmt = loop.plain_format(request) if request.method == "GET" else None
-    account = loop.known_account(request) if fmt is not None else None
-    if account is None:
+    caller = caller_known_here(request) if fmt is not None else None
+    if caller is None:
         return None
+    account = caller[1]
     month = metering.open_ticket(account=account)
     usage = await metering.read_usage_on_loop(month)
     body = RENDER[fmt](usage_document(account.plan, month, usage))

@@ -26,7 +26,6 @@ from config import clock
 from config.api.errors import QuotaExceeded
 from config.db import fetch_one_prepared, fetch_prepared, fetch_prepared_on_loop
 from accounts.models import ApiKey
-from streaming.models import StreamSubscription
 
 from .models import KeyEndpointUsage, UsageCounter
 from .selectors import iso_utc, month_bounds
@@ -110,10 +109,16 @@ _KEYED_ALONE = _KEYED_UPSERT.format(latest="MAX", source=(
     "VALUES (%(account)s, %(key_id)s, %(endpoint)s, %(month)s, %(requests)s, %(bytes)s, %(now_ms)s)"))
 _READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
 # The month, the streamed pairs and one row per key and endpoint (none: one row of nulls
-# for them), in one statement
-_READ_USAGE = f"""
+# for them), in one statement. The streamed pairs are rows of the streaming app's
+# subscriptions table, an app above this one: it names its table when it is ready
+# (`streamed_pairs_table_install`), so billing reads it without importing it.
+def _read_usage_statement(subscriptions_table: str | None) -> str:
+    # no streaming app: none streamed (a count of nothing, so the parameters stay the same)
+    streamed_pairs = (f"(SELECT count(*) FROM {subscriptions_table} WHERE account_id = %s)"
+                      if subscriptions_table else f"(SELECT count(*) FROM {_TABLE} WHERE account_id = %s AND 1 = 0)")
+    return f"""
 SELECT month.requests, month.bytes,
-       (SELECT count(*) FROM {StreamSubscription._meta.db_table} WHERE account_id = %s),
+       {streamed_pairs},
        api_key.lookup_id, api_key.name, api_key.revoked_at IS NOT NULL,
        keyed.endpoint, keyed.requests, keyed.bytes, keyed.last_request_ms
   FROM (SELECT 1) AS one
@@ -123,6 +128,16 @@ SELECT month.requests, month.bytes,
   LEFT JOIN {ApiKey._meta.db_table} AS api_key ON api_key.id = keyed.api_key_id
  ORDER BY api_key.created_at, api_key.id, keyed.requests DESC, keyed.endpoint
 """
+
+
+_READ_USAGE = _read_usage_statement(None)
+
+
+def streamed_pairs_table_install(table: str) -> None:
+    """The table /me/usage counts an account's streamed pairs in: one row per account and
+    pair it streams, with an account_id column (StreamingConfig.ready names it)."""
+    global _READ_USAGE
+    _READ_USAGE = _read_usage_statement(table)
 
 
 @dataclass
@@ -175,6 +190,12 @@ def ticket_of(request) -> Ticket | None:
     """The ticket of a request (a DRF request or the Django request it wraps); None for a
     request without an authenticated account."""
     return getattr(getattr(request, "_request", request), "metering_ticket", None)
+
+
+def ticket_attach(request, account, key_id: int | None) -> None:
+    """Open and attach the ticket of an authenticated request (the API base view's
+    metering hook, config.api.metering: installed by BillingConfig.ready)."""
+    attach(request, open_ticket(account=account, key_id=key_id, endpoint=endpoint_of(request)))
 
 
 def open_ticket(*, account, key_id: int | None = None, endpoint: str | None = None) -> Ticket:
@@ -501,6 +522,11 @@ def quota_refusal(ticket: Ticket) -> QuotaExceeded:
         f"The monthly {used} quota of the account's plan is used up; it resets at {resets_at}.",
         details={"resets_at": resets_at, "exhausted": used},
         headers={"Retry-After": str(int(wait))})
+
+
+def request_refusal(request) -> QuotaExceeded:
+    """`quota_refusal` of a request the quota throttle refused (the metering hook's)."""
+    return quota_refusal(ticket_of(request))
 
 
 def add_bytes(ticket: Ticket, size: int) -> None:

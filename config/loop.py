@@ -10,10 +10,11 @@ psycopg's async connections (config.db.fetch_prepared_on_loop) can be answered o
 The endpoint's DRF view stays the one definition of its behaviour. A loop answer serves
 only the plain case and declines (returns None) whenever anything else is asked: another
 method, a parameter to check, an Accept header that admits nothing, a key this process has
-not verified lately or one due for its recheck, an account not read lately, a statement
-that failed. Declined requests go to Django unchanged (a POST's body, read here, is given
-to Django again). What Django's middleware checks and adds (the Host, the HTTPS redirect;
-X-Request-Id, the security headers, Content-Length) comes from the same middleware classes
+not verified lately or one due for its recheck, an account not read lately (both judged by
+accounts.authentication.caller_known_here), a statement that failed. Declined requests go
+to Django unchanged (a POST's body, read here, is given to Django again). What Django's
+middleware checks and adds (the Host, the HTTPS redirect; X-Request-Id, the security
+headers, Content-Length) comes from the same middleware classes
 (`site_allows`, `site_response`), and tests hold the two paths to the same status, body
 and headers.
 
@@ -98,26 +99,6 @@ def json_object(request: HttpRequest) -> dict | None:
         return JSONObjectParser().parse(io.BytesIO(request.body))
     except Exception:  # noqa: BLE001 - malformed, not an object, too large: the view reports it
         return None
-
-
-def known_account(request: HttpRequest):
-    """The account of the request's key when this process verified the key and read the
-    account lately (accounts.services.api_key_verified_here, account_if_recent); None
-    when it cannot say without asking a cache or the database."""
-    caller = known_caller(request)
-    return caller[1] if caller is not None else None
-
-
-def known_caller(request: HttpRequest):
-    """`known_account` with the key: (the verified key, its account), or None."""
-    from accounts.authentication import bearer_token
-    from accounts.selectors import account_if_recent
-    from accounts.services import api_key_verified_here
-
-    token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
-    key = api_key_verified_here(presented=token) if token else None
-    account = account_if_recent(account_id=key.account_id) if key is not None else None
-    return (key, account) if account is not None else None
 
 
 def allow_header(view_class) -> str:

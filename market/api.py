@@ -10,19 +10,21 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from accounts.authentication import caller_known_here
 from billing import metering
 from billing.middleware import unmetered_refusal
-from billing.base_views import AccountAPIView
 from billing.permissions import HasStreamingAccess
 from config import clock, loop
 from config.api import params
-from config.api.errors import ApiError, InvalidParameter
+from config.api.errors import ApiError, InvalidParameter, NotFound
 from config.api.renderers import RENDER
+from config.api.views import AccountAPIView
 from config.recent import RecentLookups
 
 from . import series
-from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, ranked_assets_on, series_rows,
-                        series_rows_on_loop)
+from .models import Pair
+from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, pair_streamable, ranked_assets_on,
+                        series_rows, series_rows_on_loop)
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
 
@@ -213,7 +215,7 @@ def series_on_loop(view_class: type[SeriesView]):
     async def answer(request) -> HttpResponse | None:
         data = loop.json_object(request) if request.method == "POST" else None
         fmt = loop.plain_format(request, data.get("format")) if data is not None else None
-        caller = loop.known_caller(request) if fmt is not None else None
+        caller = caller_known_here(request) if fmt is not None else None
         if caller is None or not caller[1].plan.has_api:
             return None
         key, account = caller
@@ -277,4 +279,16 @@ class RankTopView(AccountAPIView):
         })
 
 
+class StreamablePairView(AccountAPIView):
+    """The base of the views of one pair under /streams/{exchange}/{base}/{quote}
+    (`STREAM_PAIR` in market/urls.py): the streaming app's and the scheme history. The plan
+    must include streaming; the pair must be one that can be streamed."""
 
+    permission_classes = [HasStreamingAccess]
+
+    def pair_or_404(self, exchange: str, base: str, quote: str) -> Pair:
+        pair = pair_streamable(exchange=exchange, base=base, quote=quote)
+        if pair is None:
+            raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.",
+                           details={"pair": f"{exchange}/{base}/{quote}"})
+        return pair

@@ -3,8 +3,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from config.api import params
-from streaming.api import StreamingView
 from config.clock import now_ms
+from market.api import StreamablePairView
 
 from .selectors import scheme_history
 
@@ -24,7 +24,7 @@ class SchemesQuery(params.RequestSerializer):
     format = params.Format()
 
 
-class SchemesView(StreamingView):
+class SchemesView(StreamablePairView):
     counted_when_served = True  # reads only; the limit bounds the body
     inputs = {"GET": SchemesQuery}
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from streaming import live
-
 from .models import DetectorCheckpoint, SchemeEvent
+from .signals import scheme_events_stored
 
 
 def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
@@ -45,7 +44,7 @@ def _build_start_ms(item: dict) -> int:
 
 
 def _publish(pair, rows: list[SchemeEvent]) -> None:
-    live.publish_scheme_events(pair_id=pair.pk, events=[row.as_dict() for row in rows])
+    scheme_events_stored.send(sender=SchemeEvent, pair_id=pair.pk, events=[row.as_dict() for row in rows])
 
 
 def scheme_events_purge(*, now_ms: int) -> int:

@@ -1,9 +1,9 @@
 from django.urls import path
 
-from streaming.urls import PAIR
+from market.urls import STREAM_PAIR
 
 from . import api
 
 urlpatterns = [
-    path(f"{PAIR}/schemes", api.SchemesView.as_view(), name="stream-schemes"),
+    path(f"{STREAM_PAIR}/schemes", api.SchemesView.as_view(), name="stream-schemes"),
 ]

@@ -9,13 +9,12 @@ from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializ
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from billing.base_views import AccountAPIView
-from billing.permissions import HasStreamingAccess
 from billing.selectors import streaming_refusal
 from config import clock
 from config.api import params
 from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
+from market.api import StreamablePairView
 from market.models import BAR_MODELS, Pair
 from market.selectors import bars_page, pair_get, pair_streamable, pairs_streamable
 
@@ -37,15 +36,8 @@ def _human(ms: int) -> str:
     return f"{hours // 24} days" if hours >= 48 else f"{hours} hours"
 
 
-class StreamingView(AccountAPIView):
-    permission_classes = [HasStreamingAccess]
-
-    def pair_or_404(self, exchange: str, base: str, quote: str) -> Pair:
-        pair = pair_streamable(exchange=exchange, base=base, quote=quote)
-        if pair is None:
-            raise NotFound(f"No streamable pair {exchange}/{base}/{quote}.",
-                           details={"pair": f"{exchange}/{base}/{quote}"})
-        return pair
+class StreamingView(StreamablePairView):
+    """A view of one pair's stream (or of the streams): the subscriber's metrics."""
 
     def subscribed_metrics(self, request, pair: Pair) -> list[str]:
         """The metrics the account streams of the pair; 402 when it streams none: a stream's

@@ -1,8 +1,8 @@
 from django.urls import path
 
-from . import api
+from market.urls import STREAM_PAIR as PAIR
 
-PAIR = "streams/<str:exchange>/<str:base>/<str:quote>"
+from . import api
 
 urlpatterns = [
     path("streams", api.StreamsView.as_view(), name="streams"),

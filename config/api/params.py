@@ -176,7 +176,7 @@ class RequestSerializer(serializers.Serializer):
     # The base of every endpoint's input serializer (a comment, not a docstring: a
     # serializer's docstring is its description in the OpenAPI document). `read` gives the
     # validated values or raises the 400 that names the first bad parameter; unknown fields
-    # are refused before the view runs (billing.base_views.AccountAPIView.initial).
+    # are refused before the view runs (config.api.views.AccountAPIView.initial).
 
     @classmethod
     def read(cls, data: Mapping) -> dict:

@@ -33,6 +33,8 @@ INSTALLED_APPS = [
     "market",
     "streaming",
     "schemes",
+    # the wiring on top of the apps: its management commands (seed_demo seeds every app)
+    "config",
 ]
 
 MIDDLEWARE = [

@@ -6,7 +6,7 @@ import pytest
 from django.urls import path
 from rest_framework.response import Response
 
-from billing.base_views import AccountAPIView
+from config.api.views import AccountAPIView
 from billing.models import UsageCounter
 from billing.permissions import HasStreamingAccess
 from config import clock

@@ -8,7 +8,7 @@ from django.urls import path
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.base_views import AccountAPIView
+from config.api.views import AccountAPIView
 from config.api import params
 from config.urls import handler404, handler500, urlpatterns as root_urlpatterns  # noqa: F401
 

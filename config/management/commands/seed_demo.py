@@ -1,12 +1,11 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from accounts.models import ApiKey, User
 from accounts.services import KeyCapReached, account_upsert, api_key_create, api_key_revoke
 from billing.models import Plan
 from billing.services import plans_seed_defaults
-from django.conf import settings
-from django.utils import timezone
-
 from market.services import catalog_seed_demo, history_seed
 
 DEMO_EMAIL = "demo@example.com"
