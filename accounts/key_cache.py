@@ -12,6 +12,8 @@ import redis
 from django.conf import settings
 from django.core.cache import cache
 
+from config import redis as process_redis
+
 
 class Unavailable(Exception):
     """The shared cache cannot be reached (Redis down or not answering in time)."""
@@ -56,15 +58,14 @@ class _RedisStore:
                        "redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) return 1")
 
     def __init__(self, url: str, prefix: str):
-        timeout = settings.REDIS_SOCKET_TIMEOUT_SECONDS
-        self._client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout,
-                                            socket_connect_timeout=timeout)
+        self._client = process_redis.client(url)  # the process's pool (config/redis.py)
         self._prefix = prefix
         self._replace_unless = self._client.register_script(self._REPLACE_UNLESS)
 
     @_unavailable_when_unreachable
     def get(self, name: str) -> str | None:
-        return self._client.get(self._prefix + name)
+        value = self._client.get(self._prefix + name)
+        return None if value is None else value.decode()
 
     @_unavailable_when_unreachable
     def set(self, name: str, value: str, timeout: int) -> None:

@@ -19,9 +19,9 @@ def _check_cache() -> None:
 
 def _check_pubsub() -> None:
     if settings.REDIS_URL:
-        from streaming.hub import _redis_client
+        from config.redis import client
 
-        _redis_client().ping()
+        client().ping()
 
 
 def _check_ingestion() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 
 import orjson
 from django.conf import settings
@@ -59,18 +58,11 @@ def publish_many(events: list[tuple[str, str, dict]]) -> None:
     pipe.execute()
 
 
-_client = None
-_client_lock = threading.Lock()
-
-
 def _redis_client():
-    global _client
-    with _client_lock:
-        if _client is None:
-            import redis
+    """A client on the process's pool (config/redis.py)."""
+    from config.redis import client
 
-            _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-        return _client
+    return client()
 
 
 class RedisBridge:
@@ -99,42 +91,50 @@ class RedisBridge:
         return self.healthy
 
     async def _run(self) -> None:
-        from redis.asyncio import Redis
+        """Subscribe and feed the listeners; on any failure wait 0.2 s, doubling up to 5 s
+        (no jitter: one bridge per process), and subscribe again, forever. The waits start
+        again from 0.2 s once a subscription has worked."""
+        from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
         manager = get_listener_manager()
-        delay = 0.2
-        while True:
-            client = Redis.from_url(self.url, socket_connect_timeout=2)
-            try:
-                pubsub = client.pubsub()
-                await pubsub.subscribe(redis_channel())
-                self.healthy, delay = True, 0.2
-                self._ready.set()
-                async for message in pubsub.listen():
-                    if message.get("type") != "message":
-                        continue
-                    try:
-                        payload = orjson.loads(message["data"])
-                        manager.add_to_queues(payload["c"], Event(payload["c"], payload["t"], payload["d"]))
-                    except Exception:
-                        logger.exception("Dropped a malformed live event")
-            except asyncio.CancelledError:
-                self.healthy = False
-                client = None  # the loop is going away; do not wait on the socket
-                raise
-            except Exception as exc:
-                if self.healthy:
-                    logger.warning("Live event bridge lost Redis (%s); reconnecting", exc)
-                self.healthy = False
-                self._ready = asyncio.Event()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            finally:
-                if client is not None:
-                    try:
-                        await asyncio.wait_for(client.aclose(), 1)
-                    except Exception:
-                        pass
+        async for attempt in AsyncRetrying(retry=retry_if_exception_type(Exception),
+                                           wait=wait_exponential(multiplier=0.2, max=5.0)):
+            with attempt:
+                await self._listen(manager, attempt.retry_state)
+
+    async def _listen(self, manager, retry_state) -> None:
+        from config.redis import async_client
+
+        pubsub = async_client(self.url).pubsub()
+        try:
+            await pubsub.subscribe(redis_channel())
+            self.healthy = True
+            retry_state.attempt_number = 1  # the next loss waits the first delay again
+            self._ready.set()
+            async for message in pubsub.listen():
+                if message.get("type") != "message":
+                    continue
+                try:
+                    payload = orjson.loads(message["data"])
+                    manager.add_to_queues(payload["c"], Event(payload["c"], payload["t"], payload["d"]))
+                except Exception:
+                    logger.exception("Dropped a malformed live event")
+        except asyncio.CancelledError:
+            self.healthy = False
+            pubsub = None  # the loop is going away; do not wait on the socket
+            raise
+        except Exception as exc:
+            if self.healthy:
+                logger.warning("Live event bridge lost Redis (%s); reconnecting", exc)
+            self.healthy = False
+            self._ready = asyncio.Event()
+            raise
+        finally:
+            if pubsub is not None:
+                try:
+                    await asyncio.wait_for(pubsub.aclose(), 1)
+                except Exception:
+                    pass
 
 
 _bridge: RedisBridge | None = None

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, unquote
 
@@ -29,7 +27,7 @@ from django.conf import settings
 from django.urls import re_path
 from django_eventstream.views import Listener, get_listener_manager
 
-from config.api.errors import ApiError, TemporarilyUnavailable, dependency_unavailable, envelope
+from config.api.errors import ApiError, TemporarilyUnavailable, dependency_unavailable, request_id_from
 from config.api.renderers import to_json_bytes
 
 from . import hub, snapshot
@@ -37,7 +35,6 @@ from .sse_auth import StreamGrant, authorize, grants_withdrawn
 
 logger = logging.getLogger(__name__)
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 class StreamListener(Listener):
@@ -71,8 +68,7 @@ def _headers(scope) -> dict[str, str]:
 
 
 async def _refuse(send, error: ApiError, request_id: str) -> None:
-    body = to_json_bytes(envelope(code=error.code, message=error.message, details=error.details,
-                                  request_id=request_id))
+    body = to_json_bytes(error.envelope(request_id))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                (b"x-request-id", request_id.encode()), (b"cache-control", b"no-store"),
                (b"x-content-type-options", b"nosniff")]
@@ -144,8 +140,7 @@ class Stream:
 
 async def app(scope, receive, send) -> None:
     headers = _headers(scope)
-    offered = headers.get("x-request-id", "")
-    request_id = offered if _REQUEST_ID.match(offered) else uuid.uuid4().hex
+    request_id = request_id_from(headers.get("x-request-id"))
     if scope["method"] not in ("GET", "HEAD"):
         from config.api.errors import MethodNotAllowed
 

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from accounts.views import customer_account_or_404
 from billing.selectors import pair_bills_month, streaming_refusal, subscribe_charges_month
 from config import clock
-from config.api.errors import PaymentRequired, envelope
+from config.api.errors import NotFound, PaymentRequired
 from market.selectors import pair_streamable, pairs_streamable_search, streamable_choices
 from schemes.selectors import scheme_history
 
@@ -175,8 +175,8 @@ def live_open(request, exchange: str, base: str, quote: str):
     pair = pair_streamable(exchange=exchange, base=base, quote=quote)
     path = f"{exchange}/{base}/{quote}" if pair is None else pair.path
     if pair is None:
-        return JsonResponse(envelope(code="not_found", message=f"No streamable pair {path}.",
-                                     details={"pair": path}, request_id=""), status=404)
+        missing = NotFound(f"No streamable pair {path}.", details={"pair": path})
+        return JsonResponse(missing.envelope(""), status=missing.status_code)
     refusal = streaming_refusal(account)
     if refusal is not None:
         label = "Update the payment" if refusal.code == "payment_required" else "Change the plan"

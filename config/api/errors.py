@@ -8,6 +8,8 @@ exception (500, never a stack trace)."""
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -30,6 +32,10 @@ class ApiError(Exception):
         self.details = details or {}
         self.headers = headers or {}
         super().__init__(self.message)
+
+    def envelope(self, request_id: str | None) -> dict:
+        """This error as the API's envelope (every layer that answers an error calls this)."""
+        return envelope(code=self.code, message=self.message, details=self.details, request_id=request_id)
 
 
 class InvalidParameter(ApiError):
@@ -107,7 +113,17 @@ class TemporarilyUnavailable(ApiError):
     default_message = "The streaming service is degraded; retry with backoff."
 
 
+_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def request_id_from(offered: str | None) -> str:
+    """A request's id: the client's own X-Request-Id when it sent a sane one, else a new one
+    (Django's middleware, the event loop's answers and the SSE app all take it from here)."""
+    return offered if offered and _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+
+
 def envelope(*, code: str, message: str, details: dict | None, request_id: str | None) -> dict:
+    """The one definition of the error envelope's shape."""
     return {"error": {"code": code, "message": message, "details": details or {},
                       "request_id": request_id or ""}}
 
@@ -198,6 +214,4 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     view = context.get("view")
     if isinstance(error, MethodNotAllowed) and view is not None and request is not None:
         error = _method_not_allowed(request.method, view)
-    body = envelope(code=error.code, message=error.message, details=error.details,
-                    request_id=request_id)
-    return Response(body, status=error.status_code, headers=error.headers)
+    return Response(error.envelope(request_id), status=error.status_code, headers=error.headers)

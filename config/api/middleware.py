@@ -1,18 +1,15 @@
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 
 from django.conf import settings
 from django.http import HttpResponse
 
-from .errors import InternalError, PayloadTooLarge, as_api_error, envelope
+from .errors import InternalError, PayloadTooLarge, as_api_error, request_id_from
 from .media import CONTENT_TYPES, JSON, choose_format
 from .renderers import RENDER
 
 logger = logging.getLogger("config.api")
-_CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 API_PREFIXES = ("/api/", "/v1/")
 
 
@@ -26,8 +23,7 @@ def error_response(request, error, fmt: str | None = None) -> HttpResponse:
     if fmt is None:
         choice = choose_format(request.META.get("HTTP_ACCEPT"), None, request.GET.get("format"))
         fmt = choice.format if choice.acceptable and choice.error is None else JSON
-    body = envelope(code=error.code, message=error.message, details=error.details,
-                    request_id=getattr(request, "request_id", ""))
+    body = error.envelope(getattr(request, "request_id", ""))
     response = HttpResponse(RENDER[fmt](body), status=error.status_code,
                             content_type=CONTENT_TYPES[fmt])
     for name, value in error.headers.items():
@@ -50,8 +46,7 @@ class RequestIdMiddleware:
 
 def assign_request_id(request) -> str:
     """The request's id: the client's own X-Request-Id when it sent a sane one."""
-    offered = request.META.get("HTTP_X_REQUEST_ID", "")
-    request.request_id = offered if _CLIENT_REQUEST_ID.match(offered) else uuid.uuid4().hex
+    request.request_id = request_id_from(request.META.get("HTTP_X_REQUEST_ID"))
     return request.request_id
 
 

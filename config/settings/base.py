@@ -112,14 +112,14 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env("REDIS_URL", default="")
 # A Redis that stops answering fails a request within this time instead of hanging it.
 REDIS_SOCKET_TIMEOUT_SECONDS = env.float("REDIS_SOCKET_TIMEOUT_SECONDS", default=2.0)
+REDIS_CONNECT_TIMEOUT_SECONDS = env.float("REDIS_CONNECT_TIMEOUT_SECONDS", default=REDIS_SOCKET_TIMEOUT_SECONDS)
+# One connection pool per process, built from these by config/redis.py.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "config.cache.ProcessRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="mdp"),
-            "OPTIONS": {"socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
-                        "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_SECONDS},
         }
     }
 else:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
 import threading
 import time
 from collections import deque
@@ -45,7 +44,9 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 
 import ccxt
+from tenacity import AsyncRetrying, RetryCallState
 
+from .backoff import backoff_wait
 from .events import ASK, BID, BookDelta, BookSnapshot, Event, PairRef, Quote, Trade
 from .order_book import levels_apply
 
@@ -414,45 +415,65 @@ class ExchangeSource:
         except Exception:  # closing is best effort
             logger.debug("error closing ccxt client", exc_info=True)
 
-    async def _backoff(self, failures: int) -> None:
-        delay = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
-        if self.backoff_jitter:
-            delay *= 1 - random.random() * self.backoff_jitter
-        await (self._sleep or asyncio.sleep)(delay)
-
     async def _channel(self, what: str, symbol: str, watch: Callable[[], Awaitable[Any]],
                        handle: Callable[[Any], Awaitable[None]],
                        on_reconnect: Callable[[], None] | None = None) -> None:
         """One watch loop: call `watch`, `handle` what it returns; back off and retry on
-        network errors; turn everything else ccxt raises into SourceFatalError."""
-        failures = unavailable = 0
+        network errors (tenacity: one attempt lasts until `watch` fails, and the attempt
+        count starts again at each message, so it counts consecutive failures); turn
+        everything else ccxt raises into SourceFatalError."""
         where = f"{self.exchange_id} {symbol} {what}"
-        while not self._closed:
-            try:
-                message = await watch()
-            except ccxt.ExchangeClosedByUser:
-                return
-            except ccxt.NetworkError as exc:
-                failures += 1
-                if isinstance(exc, ccxt.ExchangeNotAvailable):
-                    unavailable += 1
-                    if unavailable > self.max_unavailable_retries:
-                        raise SourceFatalError(f"{where}: exchange not available after {unavailable} tries: "
-                                               f"{type(exc).__name__}: {exc}") from exc
-                else:
-                    unavailable = 0
-                if self.max_network_retries is not None and failures > self.max_network_retries:
-                    raise SourceFatalError(f"{where}: {failures} network failures in a row: "
-                                           f"{type(exc).__name__}: {exc}") from exc
-                logger.warning("%s: %s: %s; reconnecting (try %d)", where, type(exc).__name__, exc, failures)
-                if on_reconnect is not None:
-                    on_reconnect()
-                await self._backoff(failures)
-                continue
-            except ccxt.BaseError as exc:  # BadSymbol, AuthenticationError, NotSupported, ...
-                raise SourceFatalError(f"{where}: {type(exc).__name__}: {exc}") from exc
-            failures = unavailable = 0
-            await handle(message)
+        watching = False  # a network error is retried only when `watch` raised it
+        failures = unavailable = 0  # consecutive network errors, of them ExchangeNotAvailable
+
+        def retry(state: RetryCallState) -> bool:
+            nonlocal failures, unavailable
+            exc = state.outcome.exception()
+            if not (watching and isinstance(exc, ccxt.NetworkError)):
+                return False
+            failures = state.attempt_number
+            unavailable = unavailable + 1 if isinstance(exc, ccxt.ExchangeNotAvailable) else 0
+            return True
+
+        def give_up(state: RetryCallState) -> bool:
+            return (unavailable > self.max_unavailable_retries
+                    or (self.max_network_retries is not None and state.attempt_number > self.max_network_retries))
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception()
+            logger.warning("%s: %s: %s; reconnecting (try %d)", where, type(exc).__name__, exc, state.attempt_number)
+            if on_reconnect is not None:
+                on_reconnect()
+
+        retrying = AsyncRetrying(retry=retry, stop=give_up, before_sleep=before_sleep, reraise=True,
+                                 wait=backoff_wait(self.backoff_base, self.backoff_max, self.backoff_jitter),
+                                 sleep=self._sleep or asyncio.sleep)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    state = attempt.retry_state
+                    while not self._closed:
+                        watching = True
+                        try:
+                            message = await watch()
+                        except ccxt.ExchangeClosedByUser:
+                            return
+                        except ccxt.NetworkError:
+                            raise
+                        except ccxt.BaseError as exc:  # BadSymbol, AuthenticationError, NotSupported, ...
+                            raise SourceFatalError(f"{where}: {type(exc).__name__}: {exc}") from exc
+                        watching = False
+                        if state.attempt_number != 1:  # the next failure is the first
+                            state.attempt_number, unavailable = 1, 0
+                        await handle(message)
+        except ccxt.NetworkError as exc:
+            if not watching:
+                raise
+            if unavailable > self.max_unavailable_retries:
+                raise SourceFatalError(f"{where}: exchange not available after {unavailable} tries: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+            raise SourceFatalError(f"{where}: {failures} network failures in a row: "
+                                   f"{type(exc).__name__}: {exc}") from exc
 
     async def _trades_channel(self, client: Any, symbol: str, emit) -> None:
         seen: deque[str] = deque(maxlen=10_000)

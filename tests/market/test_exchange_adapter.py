@@ -252,6 +252,22 @@ def test_backoff_grows_exponentially_and_unavailable_becomes_fatal():
     assert client.closed
 
 
+def test_a_message_restarts_the_backoff_and_network_retries_can_be_bounded():
+    script = [("ticker", ccxt.ExchangeNotAvailable("binance 503")), ("ticker", TICKERS[0]),
+              ("ticker", ccxt.RequestTimeout("timed out")), ("ticker", ccxt.ExchangeNotAvailable("binance 503")),
+              ("ticker", ccxt.NetworkError("closed 1006"))]
+    sleep = SleepRecorder()
+    source = make_source(FakeClient(script), sleep, max_unavailable_retries=1, max_network_retries=2)
+
+    with pytest.raises(SourceFatalError) as info:
+        asyncio.run(source.stream(PAIR, lambda event: None))
+
+    # the message reset both counts: the later 503 is the first unavailable in a row again
+    assert sleep.delays == [0.5, 0.5, 1.0]
+    assert "3 network failures in a row: NetworkError" in info.value.reason
+    assert isinstance(info.value.__cause__, ccxt.NetworkError)
+
+
 def test_authentication_error_is_fatal_and_async_sink_is_supported():
     client = FakeClient([("order_book", BOOKS[0]),
                          ("trades", ccxt.AuthenticationError("binance API-key format invalid"))])

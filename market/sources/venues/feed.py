@@ -35,7 +35,9 @@ from typing import Any, Callable
 
 import aiohttp
 import orjson
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from ..backoff import backoff_wait
 from ..events import Event, PairRef
 from ..exchange import SourceFatalError
 from .binance import BinanceCodec
@@ -69,11 +71,23 @@ class FeedStatus:
 
 
 NO_MESSAGE = object()  # a short wait ended with nothing received
+SNAPSHOT_TRIES = 5  # a REST snapshot answered 418/429/5xx this many times drops the connection
 SNAPSHOT_POLL_S = 0.05  # while a REST snapshot is awaited, how often the socket's wait gives way to it
 
 
 class _Retry(Exception):
     """Drop the connection and reconnect (the reason is the message)."""
+
+
+RETRYABLE = (_Retry, aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, OSError)
+
+
+class _Busy(Exception):
+    """The REST snapshot answered 418/429/5xx: ask again after a while."""
+
+    def __init__(self, status: int):
+        super().__init__(f"HTTP {status}")
+        self.status = status
 
 
 class VenueFeed:
@@ -127,36 +141,41 @@ class VenueFeed:
     async def stream(self, pair: PairRef, sink: Callable[[Event], Any], on_status: Callable[[FeedStatus], Any]):
         self._on_status = on_status
         self.codec = self.make_codec(pair)
-        failures = 0
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30, sock_connect=10))
+
+        def lost(state: RetryCallState) -> None:
+            """A dropped connection: counted, the book lost, the status says so (before the wait)."""
+            exc = state.outcome.exception()
+            reason = str(exc) or type(exc).__name__
+            if self._status.state == LIVE:
+                state.attempt_number = 1  # the attempt count resets once the book was live
+            self._disconnects.append(_wall_ms())
+            self.codec.lose_book(reason)
+            self._set(RECONNECTING, reason, disconnects=self._status.disconnects + 1)
+            logger.warning("%s %s: %s; reconnecting (try %d)", self.venue, pair, reason, state.attempt_number)
+
+        retrying = AsyncRetrying(retry=retry_if_exception_type(RETRYABLE), after=lost, reraise=True,
+                                 wait=self._backoff, sleep=self._sleep)
         try:
-            while not self._closed:
-                if failures == 0:
-                    self._set(CONNECTING)
-                try:
-                    await self._connection(pair, sink)
-                    return
-                except SourceFatalError as exc:
-                    self._set(FAILED, exc.reason)
-                    raise
-                except (_Retry, aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, OSError) as exc:
-                    reason = str(exc) or type(exc).__name__
-                    if self._status.state == LIVE:
-                        failures = 0
-                    failures += 1
-                    self._disconnects.append(_wall_ms())
-                    self.codec.lose_book(reason)
-                    self._set(RECONNECTING, reason, disconnects=self._status.disconnects + 1)
-                    logger.warning("%s %s: %s; reconnecting (try %d)", self.venue, pair, reason, failures)
-                    await self._sleep(self._backoff(failures))
+            if not self._closed:
+                self._set(CONNECTING)
+            async for attempt in retrying:
+                with attempt:
+                    if not self._closed:
+                        await self._connection(pair, sink)
+        except SourceFatalError as exc:
+            self._set(FAILED, exc.reason)
+            raise
         finally:
             if self._status.state not in (FAILED,):
                 self._set(CLOSED, self._status.reason)
             await self._session.close()
 
-    def _backoff(self, failures: int) -> float:
-        delay = min(self.backoff_max, self.backoff_base * 2 ** (failures - 1))
-        return delay * (1 - self._rng.random() * self.backoff_jitter)
+    @property
+    def _backoff(self):
+        """Before reconnect (or snapshot retry) n: min(backoff_max, backoff_base * 2**(n-1))
+        seconds, minus up to backoff_jitter of it at random."""
+        return backoff_wait(self.backoff_base, self.backoff_max, self.backoff_jitter, self._rng)
 
     async def _receive(self, ws, timeout: float | None = None) -> Any:
         """The next data message (None for a control frame). With `timeout`, waits at most
@@ -218,26 +237,31 @@ class BinanceFeed(VenueFeed):
         return BinanceCodec(pair.base + pair.quote)
 
     async def _snapshot(self, symbol: str) -> dict:
-        """The REST depth snapshot; retried with backoff on 418/429/5xx, fatal on 4xx."""
-        tries = 0
-        while True:
-            tries += 1
-            async with self._session.get(f"{self.rest_url}/api/v3/depth",
-                                         params={"symbol": symbol, "limit": str(self.DEPTH_LIMIT)}) as response:
-                body = await response.read()
-                if response.status == 200:
-                    return orjson.loads(body)
-                detail = body[:300].decode("utf-8", "replace")
-                if 400 <= response.status < 500 and response.status not in (418, 429):
-                    try:
-                        error = json.loads(detail)
-                    except ValueError:
-                        error = {}
-                    what = "unknown symbol" if error.get("code") == -1121 else f"HTTP {response.status}"
-                    raise SourceFatalError(f"binance {symbol}: {what}: {error.get('msg', detail)}")
-            if tries >= 5:
-                raise _Retry(f"depth snapshot: HTTP {response.status} {tries} times")
-            await self._sleep(self._backoff(tries))
+        """The REST depth snapshot; retried with backoff on 418/429/5xx (SNAPSHOT_TRIES), fatal on 4xx."""
+        retrying = AsyncRetrying(retry=retry_if_exception_type(_Busy), stop=stop_after_attempt(SNAPSHOT_TRIES), reraise=True,
+                                 wait=self._backoff, sleep=self._sleep)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await self._snapshot_once(symbol)
+        except _Busy as exc:
+            raise _Retry(f"depth snapshot: HTTP {exc.status} {SNAPSHOT_TRIES} times") from None
+
+    async def _snapshot_once(self, symbol: str) -> dict:
+        async with self._session.get(f"{self.rest_url}/api/v3/depth",
+                                     params={"symbol": symbol, "limit": str(self.DEPTH_LIMIT)}) as response:
+            body = await response.read()
+            if response.status == 200:
+                return orjson.loads(body)
+            detail = body[:300].decode("utf-8", "replace")
+            if 400 <= response.status < 500 and response.status not in (418, 429):
+                try:
+                    error = json.loads(detail)
+                except ValueError:
+                    error = {}
+                what = "unknown symbol" if error.get("code") == -1121 else f"HTTP {response.status}"
+                raise SourceFatalError(f"binance {symbol}: {what}: {error.get('msg', detail)}")
+        raise _Busy(response.status)
 
     async def _connection(self, pair: PairRef, sink) -> None:
         codec: BinanceCodec = self.codec
