@@ -13,7 +13,7 @@ from market.bars import Bar, DAY_MS, HOUR_MS, MINUTE_MS, merge
 from market.sources.events import Event, PairRef
 
 from .bars import _synth_bar
-from .book import _Block
+from .block import _Block
 from .episodes import HARD_NEGATIVES, SCHEMES, _MAX_SPAN_MIN, _draw_episode, _with_defaults
 from .flow import _BOOK_SPAN, _EXCHANGE_ACTIVITY, _MARKET_SIGMA, _Octaves, _QUOTE_ACTIVITY, _USD_TICKS, _asset, _decimals, stable_hash
 from .profiles import _CYCLE_MEAN, _OCCUPANCY, _Profile, _grid_count, _grid_distances, _solve_c, _usual_book
