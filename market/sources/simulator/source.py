@@ -357,10 +357,10 @@ class SimulatorSource:
         found = self._paths.get(("fine", prof.key, below_ms))
         if found is not None:
             return found
-        ab, _pb = self._asset_path(prof.pair.base)
-        aq, _pq = self._asset_path(prof.pair.quote)
+        ab, base_path = self._asset_path(prof.pair.base)
+        aq, quote_path = self._asset_path(prof.pair.quote)
         var = 0.0
-        for a, (asset, path) in ((ab, self._asset_path(prof.pair.base)), (aq, self._asset_path(prof.pair.quote))):
+        for path in (base_path, quote_path):
             if path is not None:
                 var += path.fine_sigma(below_ms) ** 2
         beta = ab.beta - aq.beta
