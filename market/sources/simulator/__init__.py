@@ -31,9 +31,14 @@ before the minute ends so blocks stay independent. Activity follows a daily cycl
 `synthesize_bars` produces hour/day/minute Bars from the same mid path without
 generating events (for seeding long histories).
 
-Modules: `flow` (the price path), `profiles` (a pair's book profile), `book` (one minute of
-flow), `episodes` (labels: schemes, near misses, hard negatives), `bars` (synthesized bars)
-and `source` (SimulatorSource, which ties them together).
+Modules: `flow` (the price path), `profiles` (a pair's book profile), `block` (one minute:
+the price its traders see and the event loop), `book` (the minute's order book: its state,
+the operations that change it and the events it reports), the flows that act on the book
+through that interface: `order_flow` (limit orders, cancels, market orders, the crowd of
+small takers), `informed` (orders run over by the price, market makers following the
+touch), `ladders` (market makers re-quoting ladders) and `episodes` (labels: schemes, near
+misses, hard negatives, and their actions), then `bars` (synthesized bars) and `source`
+(SimulatorSource, which ties them together).
 """
 
 from .episodes import HARD_NEGATIVES, NEAR_MISS_SHARE, SCHEMES, Episode

@@ -16,7 +16,8 @@ from .flow import stable_hash
 from .profiles import _grid_index, _level_shape
 
 if TYPE_CHECKING:
-    from .book import _Block
+    from .block import _Block
+    from .book import _Book
     from .profiles import _Profile
     from .source import SimulatorSource
 
@@ -83,18 +84,13 @@ class Episode:
 
 
 # ---------------------------------------------------------------------------------
-# hashing and value noise
+# drawing an episode
 # ---------------------------------------------------------------------------------
 
 
 def _lu(rng: random.Random, lo: float, hi: float) -> float:
     """Log-uniform draw."""
     return math.exp(rng.uniform(math.log(lo), math.log(hi)))
-
-
-# ---------------------------------------------------------------------------------
-# one minute of events
-# ---------------------------------------------------------------------------------
 
 
 def _fracs(rng: random.Random, n: int) -> list[float]:
@@ -268,10 +264,17 @@ def _with_defaults(ep: Episode, prof: _Profile, src: SimulatorSource) -> Episode
                    prof.pair)
 
 
+# ---------------------------------------------------------------------------------
+# playing an episode into a block
+# ---------------------------------------------------------------------------------
+
+
 class _Stage(NamedTuple):
-    """What an episode's actions play on: the minute's block and when each part happens."""
+    """What an episode's actions play on: the minute's block, its book, and when each part
+    happens."""
 
     blk: _Block
+    book: _Book
     ep: Episode
     at: Callable[[float, Callable[[], object]], None]  # at(ts_ms, fn): fn runs at ts_ms if inside the block
     is_bid: bool
@@ -289,7 +292,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
             acts.append((float(off), 0, fn))
 
     is_bid = ep.side == "bid"
-    _PLAYS[ep.kind](_Stage(blk, ep, at, is_bid, -1 if is_bid else 1))
+    _PLAYS[ep.kind](_Stage(blk, blk.book, ep, at, is_bid, -1 if is_bid else 1))
 
     # unique sequence numbers keep equal-time actions in creation order
     base = blk.seq_actions
@@ -300,6 +303,7 @@ def _episode_actions(blk: _Block, ep: Episode) -> list:
 
 def _play_layering(stage: _Stage) -> None:
     blk, p, at, is_bid, sign_in = stage.blk, stage.ep.parameters, stage.at, stage.is_bid, stage.sign_in
+    book = stage.book
     start, collapse, end = stage.ep.start_ms, stage.ep.collapse_start_ms, stage.ep.end_ms
     orders: list = []
     build = min(p["build_ms"], max(0, collapse - start))
@@ -309,23 +313,24 @@ def _play_layering(stage: _Stage) -> None:
         def add(d=d, ratio=ratio):
             touch = blk.best(is_bid)
             lots = blk.large_lots(is_bid, d, ratio, p.get("depth_share", 0.0))
-            orders.append(blk.place(is_bid, touch + sign_in * d, lots))
+            orders.append(book.place(is_bid, touch + sign_in * d, lots))
 
         at(start + p["add_fracs"][i] * build, add)
     if p.get("opposite_trade"):
         at(max(start + build, collapse - p["opposite_lead_ms"]),
-           lambda: blk.market(not is_bid, int(p["opposite_ratio"] * blk.trade_lots) + 1))
+           lambda: book.market(not is_bid, int(p["opposite_ratio"] * blk.trade_lots) + 1))
     for i in range(p["layers"]):
         def cancel(i=i):
             blk.note_resting(stage.ep, orders)
             if i < len(orders):
-                blk.pull(orders[i], p["cancel_fraction"])
+                book.pull(orders[i], p["cancel_fraction"])
 
         at(collapse + p["cancel_fracs"][i] * (end - collapse), cancel)
 
 
 def _play_flipping(stage: _Stage) -> None:
     blk, p, at, is_bid, sign_in = stage.blk, stage.ep.parameters, stage.at, stage.is_bid, stage.sign_in
+    book = stage.book
     start, collapse, end, t0 = stage.ep.start_ms, stage.ep.collapse_start_ms, stage.ep.end_ms, stage.blk.t0
     box: list = []
 
@@ -333,13 +338,13 @@ def _play_flipping(stage: _Stage) -> None:
         touch = blk.best(is_bid)
         # alone at the best: one tick inside the spread (place() keeps it off the other side)
         tick = touch - sign_in if p.get("alone_at_best") else touch + sign_in * p["distance_ticks"]
-        box.append(blk.place(is_bid, tick, blk.large_lots(is_bid, p["distance_ticks"], p["size_ratio"],
-                                                          p.get("depth_share", 0.0))))
+        box.append(book.place(is_bid, tick, blk.large_lots(is_bid, p["distance_ticks"], p["size_ratio"],
+                                                           p.get("depth_share", 0.0))))
 
     def cancel():
         blk.note_resting(stage.ep, box[:1])
         if box:
-            blk.pull(box[0], p["cancel_fraction"])
+            book.pull(box[0], p["cancel_fraction"])
 
     def flip(share=1.0):
         if not box:
@@ -350,13 +355,13 @@ def _play_flipping(stage: _Stage) -> None:
             lots = max(lots, CLEAR_FLIP_TAKER_SECONDS * blk.usual_taker_second())
         lots = int(share * lots) + 1
         if p["flip_mode"] == "aggressive":
-            blk.market(not is_bid, lots)  # a bid spoof flips to selling
+            book.market(not is_bid, lots)  # a bid spoof flips to selling
         else:
-            box.append(blk.place(not is_bid, blk.best(not is_bid), lots))
+            box.append(book.place(not is_bid, blk.best(not is_bid), lots))
 
     def mirror_pull():
         if len(box) > 1:
-            blk.pull(box[1])
+            book.pull(box[1])
 
     at(start, add)
     at(collapse, cancel)
@@ -370,6 +375,7 @@ def _play_flipping(stage: _Stage) -> None:
 
 def _play_depth_pull(stage: _Stage) -> None:
     blk, p, at, is_bid = stage.blk, stage.ep.parameters, stage.at, stage.is_bid
+    book = stage.book
     kind, start, collapse, end = stage.ep.kind, stage.ep.start_ms, stage.ep.collapse_start_ms, stage.ep.end_ms
     sides = (True, False) if kind == "two_sided_pull" else (is_bid,)
     placed: dict = {s: [] for s in sides}
@@ -381,14 +387,14 @@ def _play_depth_pull(stage: _Stage) -> None:
             if s not in state:
                 # the side's top-10 depth becomes depth_multiplier x its usual depth (what a
                 # rolling baseline of the book sees), however thin or deep it is right now
-                usual = blk.src._calibration(blk.prof)["top10"] * blk.level_lots
+                usual = blk.usual_lots("top10")
                 m = p["depth_multiplier"]
-                state[s] = max((m - 1.0) * usual, m * usual - blk.top_depth(s)) / p["chunks"]
+                state[s] = max((m - 1.0) * usual, m * usual - book.top_depth(s)) / p["chunks"]
             # on the chunk_levels[i]-th visible level of the side: inside its top 10
-            keys = blk.bid_ticks if s else blk.ask_ticks
+            keys = book.bid_ticks if s else book.ask_ticks
             k = min(p["chunk_levels"][i], len(keys) - 1)
             tk = (keys[-1 - k] if s else keys[k]) if keys else blk.best(s)
-            placed[s].append(blk.place(s, tk, state[s] + 1))
+            placed[s].append(book.place(s, tk, state[s] + 1))
 
     for i in range(p["chunks"]):
         at(start + p["chunk_fracs"][i] * build, lambda i=i: chunk(i))
@@ -398,25 +404,24 @@ def _play_depth_pull(stage: _Stage) -> None:
         # (outside the side's ten best levels, where the imbalance it causes pushes
         # price) is moved back to its level index, as a pegged order would be.
         for s in sides:
-            keys = blk.bid_ticks if s else blk.ask_ticks
+            keys = book.bid_ticks if s else book.ask_ticks
             if len(keys) <= 10:
                 continue
             edge = keys[-10] if s else keys[9]
             for i, o in enumerate(placed[s]):
                 if o.rem > 0 and (o.tick < edge if s else o.tick > edge):
                     k = min(p["chunk_levels"][i], len(keys) - 1)
-                    placed[s][i] = blk.move(o, keys[-1 - k] if s else keys[k]) or o
+                    placed[s][i] = book.move(o, keys[-1 - k] if s else keys[k]) or o
 
     for t_follow in range(start + build + _FOLLOW_MS, collapse, _FOLLOW_MS):
         at(t_follow, follow_touch)
     if kind == "sweep":
         def sweep():
             s = is_bid
-            keys = blk.bid_ticks if s else blk.ask_ticks
-            book = blk.bids if s else blk.asks
+            levels, keys = book.side(s)
             top = keys[-p["levels"]:] if s else keys[:p["levels"]]
-            lots = int(sum(book[t] for t in top) * p["sweep_fraction"]) + 1
-            blk.market(not s, lots)
+            lots = int(sum(levels[t] for t in top) * p["sweep_fraction"]) + 1
+            book.market(not s, lots)
 
         at(collapse, sweep)
     else:
@@ -426,7 +431,7 @@ def _play_depth_pull(stage: _Stage) -> None:
                 blk.note_resting(stage.ep, [o for s in sides for o in placed[s]])
                 for s in sides:
                     for o in placed[s][i::n]:
-                        blk.pull(o, p["pull_fraction"])
+                        book.pull(o, p["pull_fraction"])
 
             at(collapse + p["pull_fracs"][i] * (end - collapse), pull)
         if kind == "vacuuming":
@@ -439,23 +444,24 @@ def _play_depth_pull(stage: _Stage) -> None:
                 # ... and every level the new fair price has passed, the remnants of
                 # the pulled orders included (they would otherwise pin the book)
                 fair = blk.r * math.exp((-1 if is_bid else 1) * size)
-                keys, book = (blk.bid_ticks, blk.bids) if is_bid else (blk.ask_ticks, blk.asks)
+                levels, keys = book.side(is_bid)
                 passed = [t for t in keys[-20:] if t > fair] if is_bid else [t for t in keys[:20] if t < fair]
                 near = keys[-2:] if is_bid else keys[:2]
-                blk.market(not is_bid, sum(book[t] for t in set(near) | set(passed)) + 1)
+                book.market(not is_bid, sum(levels[t] for t in set(near) | set(passed)) + 1)
 
             at(end + 150, kick)  # the move follows the pull
 
 
 def _play_filled_wall(stage: _Stage) -> None:
     blk, p, at, is_bid, sign_in = stage.blk, stage.ep.parameters, stage.at, stage.is_bid, stage.sign_in
+    book = stage.book
     start, collapse, end = stage.ep.start_ms, stage.ep.collapse_start_ms, stage.ep.end_ms
     box = []
 
     def add():
         touch = blk.best(is_bid)
-        box.append(blk.place(is_bid, touch + sign_in * p["distance_ticks"],
-                             p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"])))
+        box.append(book.place(is_bid, touch + sign_in * p["distance_ticks"],
+                              p["size_ratio"] * blk.typical_lots(is_bid, p["distance_ticks"])))
 
     at(start, add)
     n = p["fill_chunks"]
@@ -464,21 +470,22 @@ def _play_filled_wall(stage: _Stage) -> None:
             if not box or box[0].rem <= 0:
                 return
             o = box[0]
-            ahead = blk.queue_ahead(o)
+            ahead = book.queue_ahead(o)
             want = o.orig * p["fill_fraction"] * (i + 1) / n - o.filled
             if want > 0:
-                blk.market(not is_bid, int(ahead + want) + 1, keep_levels=1)
+                book.market(not is_bid, int(ahead + want) + 1, keep_levels=1)
 
         at(collapse + (end - collapse) * i / max(1, n - 1), fill)
 
 
 def _rest_at_touch(blk: _Block, is_bid: bool, size_ratio: float, box: list) -> None:
     """Rest an order at the best price, size_ratio times the usual size there; keep it in box."""
-    box.append(blk.place(is_bid, blk.best(is_bid), size_ratio * blk.typical_lots(is_bid, 0)))
+    box.append(blk.book.place(is_bid, blk.best(is_bid), size_ratio * blk.typical_lots(is_bid, 0)))
 
 
 def _play_quote_refresh(stage: _Stage) -> None:
     blk, p, at, is_bid, sign_in = stage.blk, stage.ep.parameters, stage.at, stage.is_bid, stage.sign_in
+    book = stage.book
     start, collapse, end = stage.ep.start_ms, stage.ep.collapse_start_ms, stage.ep.end_ms
     box = []
     at(start, lambda: _rest_at_touch(blk, is_bid, p["size_ratio"], box))
@@ -488,14 +495,14 @@ def _play_quote_refresh(stage: _Stage) -> None:
 
         def withdraw():
             if box:
-                blk.pull(box[-1])
+                book.pull(box[-1])
 
         def requote(i=i):
             touch = blk.best(is_bid)
             shift = p["shifts"][i]  # +1: one tick more aggressive, -1: one tick back
             tk = touch - sign_in * shift
             size = p["size_ratio"] * blk.typical_lots(is_bid, 0) * (0.8 + 0.04 * ((i * 7919) % 11))
-            box.append(blk.place(is_bid, tk, size))
+            box.append(book.place(is_bid, tk, size))
 
         at(t_refresh, withdraw)
         at(t_refresh + p["latency_ms"], requote)
@@ -503,6 +510,7 @@ def _play_quote_refresh(stage: _Stage) -> None:
 
 def _play_iceberg(stage: _Stage) -> None:
     blk, p, at, is_bid = stage.blk, stage.ep.parameters, stage.at, stage.is_bid
+    book = stage.book
     start, collapse = stage.ep.start_ms, stage.ep.collapse_start_ms
     box = []
     at(start, lambda: _rest_at_touch(blk, is_bid, p["display_ratio"], box))
@@ -516,26 +524,26 @@ def _play_iceberg(stage: _Stage) -> None:
             o = box[-1]
             if o.rem <= 0:
                 return
-            blk.market(not is_bid, int(blk.queue_ahead(o) + o.rem), keep_levels=1)
+            book.market(not is_bid, int(book.queue_ahead(o) + o.rem), keep_levels=1)
 
         def refill():
             if box:
                 o = box[-1]
-                box.append(blk.place(is_bid, o.tick, o.orig))
+                box.append(book.place(is_bid, o.tick, o.orig))
 
         at(t_round, hit)
         at(t_round + p["refill_ms"], refill)
 
 
 def _play_patient_far(stage: _Stage) -> None:
-    blk, p, at, is_bid = stage.blk, stage.ep.parameters, stage.at, stage.is_bid
+    book, p, at, is_bid = stage.book, stage.ep.parameters, stage.at, stage.is_bid
     start, end, t0 = stage.ep.start_ms, stage.ep.end_ms, stage.blk.t0
     box = []
     if start < t0:  # resting since an earlier block: part of this block's snapshot
-        box.append(blk.place(is_bid, p["tick"], p["lots"]))
+        box.append(book.place(is_bid, p["tick"], p["lots"]))
     else:
-        at(start, lambda: box.append(blk.place(is_bid, p["tick"], p["lots"])))
-    at(end, lambda: [blk.pull(o) for o in box])
+        at(start, lambda: box.append(book.place(is_bid, p["tick"], p["lots"])))
+    at(end, lambda: [book.pull(o) for o in box])
 
 
 # one function per kind of episode
@@ -550,8 +558,3 @@ _PLAYS = {
     "iceberg": _play_iceberg,
     "patient_far": _play_patient_far,
 }
-
-
-# ---------------------------------------------------------------------------------
-# bars without events
-# ---------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ class _Octaves:
 
 
 # ---------------------------------------------------------------------------------
-# assets and pair profiles
+# assets, quote currencies and exchanges
 # ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Asset:

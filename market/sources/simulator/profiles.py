@@ -36,17 +36,23 @@ class _Profile:
     depth_usd: float  # nominal notional of a side within 1 % of the price
 
 
-def _grid_count(c: float, half_spread: float, d_max: float) -> int:
-    """Price-grid positions on one side within d_max ticks of the reference price (the
-    same walk as the snapshot: one tick apart near the touch, coarser further out)."""
+def _grid_walk(c: float, half_spread: float, d_max: float) -> list:
+    """Distances (ticks from the reference price) of the price-grid positions on one side
+    within d_max ticks, best first: the walk the snapshot makes, one tick apart near the
+    touch and coarser further out."""
     r = half_spread + 0.5
     tk = math.floor(r - half_spread)
-    n = 0
+    out = []
     while r - tk <= d_max:
-        n += 1
+        out.append(r - tk)
         s = _nice_floor(max(1.0, (r - tk - half_spread) / c))
         tk = ((tk - 1) // s) * s
-    return n
+    return out
+
+
+def _grid_count(c: float, half_spread: float, d_max: float) -> int:
+    """Price-grid positions on one side within d_max ticks of the reference price."""
+    return len(_grid_walk(c, half_spread, d_max))
 
 
 _OCCUPANCY = 0.85  # share of grid positions holding a level in a fresh book
@@ -74,7 +80,7 @@ _RATE_MO = 2.2
 
 
 # ---------------------------------------------------------------------------------
-# the source
+# what a block's events hold (calibration)
 # ---------------------------------------------------------------------------------
 
 
@@ -119,16 +125,8 @@ def _median(vals: list) -> float:
 
 
 def _grid_distances(c: float, half_spread: float, d_max: float) -> list:
-    """Distances (ticks from the reference price) of the grid positions on one side, best
-    first: the walk _grid_count and the snapshot make."""
-    r = half_spread + 0.5
-    tk = math.floor(r - half_spread)
-    out = []
-    while r - tk <= d_max:
-        out.append(r - tk)
-        s = _nice_floor(max(1.0, (r - tk - half_spread) / c))
-        tk = ((tk - 1) // s) * s
-    return out or [half_spread]
+    """The grid of a pair's book: `_grid_walk`, never empty."""
+    return _grid_walk(c, half_spread, d_max) or [half_spread]
 
 
 def _grid_index(d: float, grid: list) -> float:

@@ -13,7 +13,7 @@ from market.bars import Bar, DAY_MS, HOUR_MS, MINUTE_MS, merge
 from market.sources.events import Event, PairRef
 
 from .bars import _synth_bar
-from .book import _Block
+from .block import _Block
 from .episodes import HARD_NEGATIVES, SCHEMES, _MAX_SPAN_MIN, _draw_episode, _with_defaults
 from .flow import _BOOK_SPAN, _EXCHANGE_ACTIVITY, _MARKET_SIGMA, _Octaves, _QUOTE_ACTIVITY, _USD_TICKS, _asset, _decimals, stable_hash
 from .profiles import _CYCLE_MEAN, _OCCUPANCY, _Profile, _grid_count, _grid_distances, _solve_c, _usual_book
@@ -357,10 +357,10 @@ class SimulatorSource:
         found = self._paths.get(("fine", prof.key, below_ms))
         if found is not None:
             return found
-        ab, _pb = self._asset_path(prof.pair.base)
-        aq, _pq = self._asset_path(prof.pair.quote)
+        ab, base_path = self._asset_path(prof.pair.base)
+        aq, quote_path = self._asset_path(prof.pair.quote)
         var = 0.0
-        for a, (asset, path) in ((ab, self._asset_path(prof.pair.base)), (aq, self._asset_path(prof.pair.quote))):
+        for path in (base_path, quote_path):
             if path is not None:
                 var += path.fine_sigma(below_ms) ** 2
         beta = ab.beta - aq.beta
