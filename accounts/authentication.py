@@ -10,7 +10,7 @@ from rest_framework.authentication import BaseAuthentication
 from config.api.errors import Unauthorized
 
 from .models import Account
-from .selectors import account_if_recent, account_recent
+from .selectors import account_recent
 from .services import CachedKey, api_key_authenticate, api_key_verified_here
 
 
@@ -54,23 +54,25 @@ def caller_for_token(token: str | None) -> ApiCaller:
     return ApiCaller(key)
 
 
-def caller_known_here(request) -> tuple[CachedKey, Account] | None:
-    """The request's key and its account when this process verified the key and read the
-    account lately (api_key_verified_here, account_if_recent): what an answer on the event
-    loop (config/loop.py) may serve without a thread; None when that cannot be said without
-    asking a cache or the database."""
-    token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
-    key = api_key_verified_here(presented=token) if token else None
-    account = account_if_recent(account_id=key.account_id) if key is not None else None
-    return (key, account) if account is not None else None
-
-
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request):
         token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
         if token is None:
             return None  # the permission then answers 401 (or lets a public view through)
         caller = caller_for_token(token)
+        return caller, caller
+
+    def authenticate_here(self, request):
+        """`authenticate`'s answer when this process can give it without asking a cache or
+        the database (it verified the key and read its account lately): what an answer on
+        the event loop (config/loop.py) relies on. None when it cannot say so."""
+        token = bearer_token(request.META.get("HTTP_AUTHORIZATION"))
+        key = api_key_verified_here(presented=token) if token else None
+        account = account_recent(account_id=key.account_id, held_only=True) if key is not None else None
+        if account is None:
+            return None
+        caller = ApiCaller(key)
+        caller.__dict__["account"] = account  # the cached_property's value: read already
         return caller, caller
 
     def authenticate_header(self, request) -> str:

@@ -12,16 +12,14 @@ from .models import KEYS_PER_ACCOUNT, Account, ApiKey, User
 _recent_accounts = RecentLookups("ACCOUNT_CACHE_SECONDS")
 
 
-def account_recent(*, account_id: int) -> Account | None:
-    """The account with its plan, as read at most ACCOUNT_CACHE_SECONDS ago (shared, read-only)."""
+def account_recent(*, account_id: int, held_only: bool = False) -> Account | None:
+    """The account with its plan, as read at most ACCOUNT_CACHE_SECONDS ago (shared,
+    read-only). held_only: None unless this process holds such a read, with no database
+    read (an answer on the event loop)."""
+    if held_only:
+        return _recent_accounts.fresh((account_id,))
     return _recent_accounts.get((account_id,), lambda: Account.objects.select_related("plan").filter(
         pk=account_id).first())
-
-
-def account_if_recent(*, account_id: int) -> Account | None:
-    """`account_recent`'s answer if this process read it within ACCOUNT_CACHE_SECONDS, else
-    None (no database read: for a request served on the event loop)."""
-    return _recent_accounts.fresh((account_id,))
 
 
 def api_keys_live(*, account: Account) -> QuerySet[ApiKey]:

@@ -1,9 +1,7 @@
-from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.response import Response
 
 from accounts import keys
-from accounts.authentication import caller_known_here
 from config import loop
 from config.api.renderers import RENDER
 from config.api.views import AccountAPIView
@@ -54,18 +52,13 @@ class UsageAliasView(UsageView):
     """GET /v1/me/usage, the alias SPEC.md names: documented once, as /api/v1/me/usage."""
 
 
-_USAGE_ALLOW = loop.allow_header(UsageView)
+async def _usage_body(call: loop.LoopCall) -> bytes:
+    """`UsageView`'s body, from the month's counters read on the event loop."""
+    usage = await metering.read_usage_on_loop(call.ticket)
+    return RENDER[call.format](usage_document(call.caller.account.plan, call.ticket, usage))
 
 
-async def usage_on_loop(request) -> HttpResponse | None:
-    """`UsageView`'s answer to a plain GET by a key and account this process holds, on the
-    event loop (config/loop.py); None for anything else."""
-    fmt = loop.plain_format(request) if request.method == "GET" else None
-    caller = caller_known_here(request) if fmt is not None else None
-    if caller is None:
-        return None
-    account = caller[1]
-    month = metering.open_ticket(account=account)
-    usage = await metering.read_usage_on_loop(month)
-    body = RENDER[fmt](usage_document(account.plan, month, usage))
-    return loop.with_quota(loop.finish(request, body, fmt, _USAGE_ALLOW), month)
+# The plain GET by a key and account this process holds, answered on the event loop
+# (config/loop.py reads the rest from the views)
+usage_on_loop = loop.LoopRoute(UsageView, _usage_body)
+usage_alias_on_loop = loop.LoopRoute(UsageAliasView, _usage_body)

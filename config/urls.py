@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from billing.api import UsageAliasView, UsageView, usage_on_loop
+from billing.api import UsageAliasView, UsageView, usage_alias_on_loop, usage_on_loop
 from config.api.views import SchemaView, unknown_api_path
 from config.explorer import CustomerExplorerView
 from config.health import healthz
@@ -37,7 +37,7 @@ handler500 = "config.api.views.handler500"
 
 # Plain requests these paths answer on the event loop, with their views above for the rest
 # (config/loop.py).
-LOOP_ROUTES = {"/api/v1/me/usage": usage_on_loop, "/v1/me/usage": usage_on_loop,
+LOOP_ROUTES = {"/api/v1/me/usage": usage_on_loop, "/v1/me/usage": usage_alias_on_loop,
                **{f"/api/v1/market/{name}": series_on_loop(view) for name, view in (
                    ("candlestick", CandlestickView), ("limit-orders", LimitOrdersView), ("trades", TradesView),
                    ("spread", SpreadView))}}

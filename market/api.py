@@ -5,25 +5,20 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
-from django.http import HttpResponse
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from accounts.authentication import caller_known_here
-from billing import metering
-from billing.middleware import unmetered_refusal
 from billing.permissions import HasStreamingAccess
 from config import clock, loop
 from config.api import params
-from config.api.errors import ApiError, InvalidParameter, NotFound
+from config.api.errors import InvalidParameter, NotFound
 from config.api.renderers import RENDER
 from config.api.views import AccountAPIView
 from config.recent import RecentLookups
 
 from . import series
 from .models import Pair
-from .selectors import (exchange_get, pair_by_symbol, pair_by_symbol_if_recent, pair_streamable, ranked_assets_on,
+from .selectors import (exchange_get, pair_by_symbol, pair_streamable, ranked_assets_on,
                         series_rows, series_rows_on_loop)
 
 RESOLUTIONS = {"daily": ("day", 3660), "hourly": ("hour", 92)}  # bar table, max days per request
@@ -202,44 +197,23 @@ def _encoded(fmt: str, document: dict) -> bytes:
     return body
 
 
-def series_on_loop(view_class: type[SeriesView]):
-    """The view's answer to a plain request on the event loop (config/loop.py): a key,
-    account and pair this process read lately, a valid body; the rows are the view's
-    (`series_rows_on_loop`: the same statement and rows, a closed range reused under the
-    same rules). Counted with its body as it leaves, as the view's answers are. None for
-    anything else: a parameter to refuse, a month used up (the view answers the 429), a
-    format to negotiate, a plan without the API."""
-    view, allow = view_class(), loop.allow_header(view_class)
-    declared = view.inputs["POST"]._declared_fields
+def series_on_loop(view_class: type[SeriesView]) -> loop.LoopRoute:
+    """The view's answer to a plain request on the event loop (config/loop.py: the route
+    reads the view's authentication, plan permission, input, formats and counting): a pair
+    this process read lately, the view's rows (`series_rows_on_loop`: the same statement and
+    rows, a closed range reused under the same rules) and the view's document. Counted with
+    its body as it leaves, as the view's answers are."""
+    view = view_class()
 
-    async def answer(request) -> HttpResponse | None:
-        data = loop.json_object(request) if request.method == "POST" else None
-        fmt = loop.plain_format(request, data.get("format")) if data is not None else None
-        caller = caller_known_here(request) if fmt is not None else None
-        if caller is None or not caller[1].plan.has_api:
-            return None
-        key, account = caller
-        month = metering.open_ticket(account=account, key_id=key.key_id, endpoint=metering.endpoint_of(request))
-        if metering.refused_lately(month) or any(name not in declared for name in data):
-            return None
-        try:
-            given = view.inputs["POST"].read(data)
-        except (ApiError, ValidationError):
-            return None
-        pair = pair_by_symbol_if_recent(exchange=given["exchange"], symbol=given["symbol"])
+    async def body(call: loop.LoopCall) -> bytes | None:
+        given = call.given
+        pair = pair_by_symbol(exchange=given["exchange"], symbol=given["symbol"], held_only=True)
         if pair is None:
             return None
         rows = await series_rows_on_loop(**view.rows_query(given, pair))
-        body = _encoded(fmt, view.document(given, pair, rows))
-        response = loop.finish(request, body, fmt, allow)
-        try:
-            counted = await metering.count_served_on_loop(month, len(body))
-        except Exception as exc:  # noqa: BLE001 - it may have been counted: the view must not count it again
-            loop.failed(exc)
-            return loop.site_response(request, unmetered_refusal(request, month, exc))
-        return loop.with_quota(response, month) if counted else None
+        return _encoded(call.format, view.document(given, pair, rows))
 
-    return answer
+    return loop.LoopRoute(view_class, body)
 
 
 class RankTopQuery(params.RequestSerializer):

@@ -31,20 +31,16 @@ def pair_get(*, exchange: str, base: str, quote: str) -> Pair | None:
         .first()))
 
 
-def pair_by_symbol(*, exchange: str, symbol: str) -> Pair | None:
+def pair_by_symbol(*, exchange: str, symbol: str, held_only: bool = False) -> Pair | None:
+    """The pair of a `BASE-QUOTE` symbol (`pair_get`). held_only: only if this process read
+    it within CATALOG_CACHE_SECONDS, else None, with no database read (an answer on the
+    event loop)."""
     base, sep, quote = symbol.partition("-")
     if not sep or not base or not quote or "-" in quote:
         return None
+    if held_only:
+        return _recent.fresh(("pair", exchange.lower(), base.upper(), quote.upper()))
     return pair_get(exchange=exchange, base=base, quote=quote)
-
-
-def pair_by_symbol_if_recent(*, exchange: str, symbol: str) -> Pair | None:
-    """`pair_by_symbol`'s pair if this process read it within CATALOG_CACHE_SECONDS, else
-    None (no database read: for an answer served on the event loop)."""
-    base, sep, quote = symbol.partition("-")
-    if not sep or not base or not quote or "-" in quote:
-        return None
-    return _recent.fresh(("pair", exchange.lower(), base.upper(), quote.upper()))
 
 
 def exchange_get(*, slug: str) -> Exchange | None:

@@ -9,7 +9,7 @@ lookup or signal per request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -23,6 +23,17 @@ class Meter:
     throttle: type
     # The 429 of a refused request, in the API's words: refusal(request) -> ApiError
     refusal: Callable[[object], Exception]
+    # For answers on the event loop (config.loop.LoopRoute), the same meter:
+    # the ticket `open` attached to a request: ticket_of(request)
+    ticket_of: Callable[[object], object]
+    # the month was found used up lately (the view answers its 429): refused_lately(ticket)
+    refused_lately: Callable[[object], bool]
+    # count a served answer of `size` bytes in one statement; False: the month cannot pay
+    # for it and nothing was written: count_on_loop(ticket, size) -> Awaitable[bool]
+    count_on_loop: Callable[[object, int], Awaitable[bool]]
+    # what a request gets when its count failed (it may have been counted: the view must
+    # not count it again): unrecorded(request, ticket, exc) -> HttpResponse
+    unrecorded: Callable[[object, object, Exception], object]
 
 
 class _NotInstalled:

@@ -119,3 +119,49 @@ def test_the_loops_pool_is_opened_once_by_concurrent_first_statements_and_again_
     assert all(isinstance(result, ConnectionError) for result in first)
     assert again == ["pool"] * 5
     assert len(openings) == 2
+
+
+def test_every_loop_route_is_held_to_its_view_by_a_test_on_running_servers():
+    """A route answered on the event loop has a module that compares its answers with its
+    view's, byte for byte, on two running servers (the loop on and off): each such module
+    names the routes it covers in LOOP_ROUTES_PROVEN."""
+    import importlib
+    import re
+    from pathlib import Path
+
+    from config.urls import LOOP_ROUTES
+
+    tests = Path(__file__).resolve().parents[1]
+    proven = set()
+    for path in tests.rglob("test_*.py"):
+        if re.search(r"^LOOP_ROUTES_PROVEN = ", path.read_text(), re.MULTILINE):
+            module = importlib.import_module(".".join(path.relative_to(tests.parent).with_suffix("").parts))
+            proven |= set(module.LOOP_ROUTES_PROVEN)
+    assert set(LOOP_ROUTES) - proven == set()
+
+
+def test_a_loop_route_reads_its_views_method_input_permissions_formats_and_counting():
+    from billing.api import UsageView
+    from config.urls import LOOP_ROUTES
+    from market.api import CandlestickView
+
+    series, usage = LOOP_ROUTES["/api/v1/market/candlestick"], LOOP_ROUTES["/api/v1/me/usage"]
+    assert (series.method, series.input, series.metered) == ("POST", CandlestickView.inputs["POST"], True)
+    assert (usage.method, usage.input, usage.metered) == ("GET", None, False)
+    assert [type(p) for p in series.permissions] == [type(p) for p in CandlestickView().get_permissions()]
+    assert [type(p) for p in usage.permissions] == [type(p) for p in UsageView().get_permissions()]
+    assert series.formats == usage.formats == {"json", "toon"}
+    assert series.allow == "POST, OPTIONS" and usage.allow == "GET, HEAD, OPTIONS"
+
+
+def test_a_view_counted_before_it_answers_cannot_be_a_loop_route():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.api.views import AccountAPIView
+
+    class CountedFirst(AccountAPIView):
+        def get(self, request):
+            return None
+
+    with pytest.raises(ImproperlyConfigured, match="counts before it answers"):
+        loop.LoopRoute(CountedFirst, lambda call: None)

@@ -16,6 +16,8 @@ from tests.integration.servers import daphne_processes, database_url_for, eventu
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 USAGE = "/api/v1/me/usage"
+# the loop routes this module holds to their views (tests/api/test_loop_answers.py checks every route is held)
+LOOP_ROUTES_PROVEN = (USAGE, "/v1/me/usage")
 VARYING = {"date", "server"}
 
 
@@ -29,9 +31,9 @@ def servers(make_account):
         yield on, off, key
 
 
-def _answer(base: str, key: str, query: str = "", **headers) -> tuple[int, bytes, dict]:
-    response = httpx.get(f"{base}{USAGE}{query}", headers={"Authorization": f"Bearer {key}",
-                                                           "X-Request-Id": "same-id", **headers})
+def _answer(base: str, key: str, query: str = "", path: str = USAGE, **headers) -> tuple[int, bytes, dict]:
+    response = httpx.get(f"{base}{path}{query}", headers={"Authorization": f"Bearer {key}",
+                                                          "X-Request-Id": "same-id", **headers})
     return response.status_code, response.content, {k: v for k, v in response.headers.items() if k not in VARYING}
 
 
@@ -42,11 +44,13 @@ def test_the_loop_answers_usage_exactly_as_the_view_does_in_json_and_toon(server
         for rows in (1, 5, 9):
             assert httpx.get(f"{base}/api/v1/test/rows?rows={rows}", headers=auth).status_code == 200
     assert loop_connections() == 0
-    for query, headers in [("", {}), ("?format=toon", {}), ("?format=json", {}),
-                           ("", {"Accept": "application/toon"}), ("", {"Accept": "application/json, */*;q=0.5"})]:
-        served_on_loop, served_by_view = _answer(on, key, query, **headers), _answer(off, key, query, **headers)
-        assert served_on_loop == served_by_view, (query, headers)
-        assert served_on_loop[0] == 200
+    for path in LOOP_ROUTES_PROVEN:
+        for query, headers in [("", {}), ("?format=toon", {}), ("?format=json", {}),
+                               ("", {"Accept": "application/toon"}), ("", {"Accept": "application/json, */*;q=0.5"})]:
+            served_on_loop = _answer(on, key, query, path, **headers)
+            served_by_view = _answer(off, key, query, path, **headers)
+            assert served_on_loop == served_by_view, (path, query, headers)
+            assert served_on_loop[0] == 200
     assert loop_connections() >= 1  # the answers above came from the loop's own statements
     usage = httpx.get(f"{on}{USAGE}", headers=auth).json()
     assert usage["requests"]["used"] == 6

@@ -60,6 +60,10 @@ ASKED = [
 ]
 
 
+# the loop routes this module holds to their views (tests/api/test_loop_answers.py checks every route is held)
+LOOP_ROUTES_PROVEN = {f"/api/v1/market/{path}" for path, _, _ in ASKED}
+
+
 def test_the_loop_answers_each_series_exactly_as_its_view_does(site):
     _, (key_on, key_off), env = site
     with daphne_processes(1, env=env) as (on,), daphne_processes(1, env={**env, "DB_LOOP_POOL_MAX": "0"}) as (off,):
