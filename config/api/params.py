@@ -10,8 +10,9 @@ the same sentences on every endpoint. Unknown fields are refused by `RequestSeri
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import date
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from django.core.validators import RegexValidator
 from rest_framework import serializers
