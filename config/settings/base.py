@@ -211,7 +211,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# API keys (accounts.keys / accounts.services).
+# API keys (accounts.keys / accounts.verification / accounts.services).
 API_KEY_PEPPER = env("API_KEY_PEPPER", default=SECRET_KEY)
 API_KEY_ARGON2 = {
     "time_cost": env.int("API_KEY_ARGON2_TIME_COST", default=3),
