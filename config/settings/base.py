@@ -286,7 +286,7 @@ COINGECKO_API_KEY = env("COINGECKO_API_KEY", default="")
 SIMULATOR_SEED = env.int("SIMULATOR_SEED", default=0)
 SIMULATOR_EPISODES_PER_HOUR = env.float("SIMULATOR_EPISODES_PER_HOUR", default=4.0)
 
-# Ingestion (streaming/ingestion.py).
+# Ingestion (streaming/ingestion.py, streaming/ingestor.py, streaming/leases.py).
 INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=not REDIS_URL)
 INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=True)
 # How long after a second ends it may be closed: the exchange's streams (trades, depth, best
