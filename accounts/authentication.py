@@ -11,7 +11,7 @@ from config.api.errors import Unauthorized
 
 from .models import Account
 from .selectors import account_recent
-from .services import CachedKey, api_key_authenticate, api_key_verified_here
+from .verification import CachedKey, api_key_authenticate, api_key_verified_here
 
 
 class ApiCaller:

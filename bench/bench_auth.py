@@ -25,7 +25,8 @@ def run() -> list[dict]:
 
     from accounts.authentication import ApiKeyAuthentication
     from accounts import key_cache
-    from accounts.services import account_upsert, api_key_create, key_cache_name
+    from accounts.services import account_upsert, api_key_create
+    from accounts.verification import key_cache_name
     from billing.services import plans_seed_defaults
 
     plans = {p.name: p for p in plans_seed_defaults()}

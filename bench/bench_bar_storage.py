@@ -42,7 +42,8 @@ from market.services import asset_ensure
 from market.sources.events import PairRef
 from market.sources.replay import write_jsonl
 from market.sources.venues import binance_recording_events
-from streaming.ingestion import PairIngestor, ingestion_want
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import PairIngestor
 from streaming.sources import _source
 
 folder = Path(tempfile.mkdtemp(prefix="bench-bars-"))

@@ -3,7 +3,7 @@
     python bench/bench_process_caches.py
 
 config.recent.RecentLookups (the counted-request hot path: account, catalog, pair status)
-against cachetools.TTLCache / TLRUCache; the clear-when-full dicts of accounts.services and
+against cachetools.TTLCache / TLRUCache; the clear-when-full dicts of accounts.verification and
 billing.metering against cachetools.TTLCache / LRUCache. Figures are ns per operation, best
 of 5 repeats, hits on a cache of 1,000 keys."""
 

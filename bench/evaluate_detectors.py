@@ -53,7 +53,8 @@ def ingest_recording(base: str) -> dict:
     from market.sources.replay import write_jsonl
     from market.sources.venues import binance_recording_events
     from schemes.models import DetectorCheckpoint, SchemeEvent
-    from streaming.ingestion import PairIngestor, ingestion_want
+    from streaming.ingestion import ingestion_want
+    from streaming.ingestor import PairIngestor
 
     settings.SCHEMES_DETECTION = True
     folder = Path(tempfile.mkdtemp(prefix="recording-"))

@@ -1,6 +1,7 @@
 """Celery: every worker process runs one ingestion loop (streaming.ingestion.run_loop)
 from its start to its shutdown, holding its fair share of the wanted pairs; beat retires
-pairs nobody wants any more. Tasks here are thin wrappers around streaming.ingestion."""
+pairs nobody wants any more. Tasks here are thin wrappers around streaming.ingestion and
+streaming.leases."""
 
 import logging
 import threading
@@ -9,7 +10,7 @@ from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 from django.conf import settings
 
-from . import ingestion
+from . import ingestion, leases
 
 logger = logging.getLogger(__name__)
 
@@ -52,5 +53,5 @@ def _wait_for_ingestion(**_kwargs) -> None:
 def supervise_ingestion() -> int:
     """Pairs whose grace period ended stop being wanted; returns how many wanted pairs no
     running process holds (the processes' loops take them within a tick)."""
-    ingestion.retire_unwanted()
-    return ingestion.pairs_without_a_worker()
+    leases.retire_unwanted()
+    return leases.pairs_without_a_worker()

@@ -211,7 +211,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# API keys (accounts.keys / accounts.services).
+# API keys (accounts.keys / accounts.verification / accounts.services).
 API_KEY_PEPPER = env("API_KEY_PEPPER", default=SECRET_KEY)
 API_KEY_ARGON2 = {
     "time_cost": env.int("API_KEY_ARGON2_TIME_COST", default=3),
@@ -286,7 +286,7 @@ COINGECKO_API_KEY = env("COINGECKO_API_KEY", default="")
 SIMULATOR_SEED = env.int("SIMULATOR_SEED", default=0)
 SIMULATOR_EPISODES_PER_HOUR = env.float("SIMULATOR_EPISODES_PER_HOUR", default=4.0)
 
-# Ingestion (streaming/ingestion.py).
+# Ingestion (streaming/ingestion.py, streaming/ingestor.py, streaming/leases.py).
 INGESTION_IN_PROCESS = env.bool("INGESTION_IN_PROCESS", default=not REDIS_URL)
 INGESTION_AUTOSTART = env.bool("INGESTION_AUTOSTART", default=True)
 # How long after a second ends it may be closed: the exchange's streams (trades, depth, best

@@ -68,7 +68,7 @@ def test_a_verified_key_is_reused_by_the_process_until_its_recheck_is_due(api_ke
     import time
 
     from accounts import key_cache
-    from accounts.services import REVOKED, key_cache_name
+    from accounts.verification import REVOKED, key_cache_name
 
     settings.API_KEY_RECHECK_SECONDS = 1.0
     client = client_for(api_key.plaintext)
@@ -164,7 +164,7 @@ def test_the_loop_knows_a_key_only_while_this_process_verified_it_and_its_rechec
     import time
 
     from accounts import keys
-    from accounts.services import api_key_verified_here
+    from accounts.verification import api_key_verified_here
 
     settings.API_KEY_RECHECK_SECONDS = 1.0
     assert api_key_verified_here(presented=api_key.plaintext) is None
@@ -175,5 +175,5 @@ def test_the_loop_knows_a_key_only_while_this_process_verified_it_and_its_rechec
     assert api_key_verified_here(presented=f"mdp_live_{payload}{keys.checksum(payload)}") is None
     assert api_key_verified_here(presented="not a key") is None
     later = time.time() + 1.05
-    monkeypatch.setattr("accounts.services.time.time", lambda: later)
+    monkeypatch.setattr("accounts.verification.time.time", lambda: later)
     assert api_key_verified_here(presented=api_key.plaintext) is None

@@ -98,7 +98,7 @@ def test_a_revoked_key_stays_refused_when_its_cache_entry_is_gone(two_customers,
     from django.core.cache import cache
 
     from accounts import key_cache
-    from accounts.services import key_cache_name
+    from accounts.verification import key_cache_name
 
     a, _ = two_customers
     client = client_for(a.key)

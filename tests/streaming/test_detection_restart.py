@@ -5,7 +5,8 @@ from unittest import mock
 import pytest
 
 from schemes.models import DetectorCheckpoint, SchemeEvent
-from streaming.ingestion import PairIngestor, ingestion_want
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import PairIngestor
 from streaming.models import IngestionState
 
 T0 = 1_763_640_000_000  # a minute boundary
@@ -68,7 +69,7 @@ def test_a_worker_killed_mid_step_neither_loses_nor_repeats_scheme_events(detect
         run_steps(first, T0, T0 + 238_000)
         if DetectorCheckpoint.objects.get(pair=detecting).cursor_ms == T0 + 238_000:
             first.step(T0 + 245_000)  # the replay must have work to do: past the last checkpoint
-        with mock.patch("streaming.ingestion.bars_write_many", side_effect=RuntimeError("worker killed")):
+        with mock.patch("streaming.ingestor.bars_write_many", side_effect=RuntimeError("worker killed")):
             with pytest.raises(RuntimeError):
                 first.step(T0 + 270_000)
 

@@ -10,7 +10,9 @@ from market.models import MinuteBar, SecondBar
 from market.sources.bar_builder import BarBuilder
 from market.sources.simulator import SimulatorSource
 from streaming import ingestion
-from streaming.ingestion import PairIngestor, ingestion_want, leases_acquire
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import LeaseLost, PairIngestor
+from streaming.leases import leases_acquire
 from streaming.models import IngestionState
 from streaming.sources import pair_ref
 
@@ -62,7 +64,7 @@ def test_steps_in_any_split_equal_one_pass(btc, state):
 def test_a_crash_mid_step_loses_and_repeats_nothing(btc, state):
     ingestor = PairIngestor(btc)
     ingestor.step(T0 + 20_000)
-    with mock.patch("streaming.ingestion.bars_write_many", side_effect=RuntimeError("worker killed")):
+    with mock.patch("streaming.ingestor.bars_write_many", side_effect=RuntimeError("worker killed")):
         with pytest.raises(RuntimeError):
             ingestor.step(T0 + 50_000)
     assert IngestionState.objects.get(pair=btc).cursor_ms == T0 + 20_000
@@ -75,7 +77,7 @@ def test_a_crash_mid_step_loses_and_repeats_nothing(btc, state):
 
 def test_a_worker_that_lost_its_lease_writes_nothing(btc, state):
     leases_acquire(owner="A", pair_ids=[btc.pk])
-    with pytest.raises(ingestion.LeaseLost):
+    with pytest.raises(LeaseLost):
         PairIngestor(btc, owner="B").step(T0 + 10_000)
     assert SecondBar.objects.filter(pair=btc).count() == 0
 
@@ -103,7 +105,8 @@ def test_first_step_backfills_24_hours(btc, settings):
 
 
 def test_unwanted_pairs_retire_after_the_grace_period(btc, state, settings):
-    from streaming.ingestion import ingestion_unwant, retire_unwanted, wanted_pair_ids
+    from streaming.ingestion import ingestion_unwant
+    from streaming.leases import retire_unwanted, wanted_pair_ids
 
     ingestion_unwant(pair=btc)
     assert btc.pk in wanted_pair_ids()

@@ -2,16 +2,19 @@
 a joining process gets pairs handed over at a commit, a process that left or died loses its
 pairs to the others, and across every move each second is stored once."""
 
+from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.conf import settings
 
 from config import clock
-from market.models import SecondBar
-from streaming import ingestion
-from streaming.ingestion import (PairIngestor, fair_share, handovers_prepare, ingest_tick, ingestion_want,
-                                 leases_claim, worker_heartbeat, worker_leave)
+from market.models import Pair, SecondBar
+from market.services import bars_write_many
+from streaming import ingestion, leases
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import PairIngestor, TickOutcome, ingest_tick
+from streaming.leases import fair_share, handovers_prepare, leases_claim, worker_heartbeat, worker_leave
 from streaming.models import IngestionState, IngestionWorker
 from tests.integration.workers import assert_second_bars_are_the_simulators
 
@@ -36,13 +39,13 @@ def owners() -> dict[str, int]:
 
 
 def claim(owner: str) -> list[int]:
-    return leases_claim(owner=owner, alive=worker_heartbeat(owner=owner), wanted=ingestion.wanted_pair_ids())
+    return leases_claim(owner=owner, alive=worker_heartbeat(owner=owner), wanted=leases.wanted_pair_ids())
 
 
-def tick(owner: str, ingestors: dict[int, PairIngestor], until_ms: int) -> ingestion.TickOutcome:
+def tick(owner: str, ingestors: dict[int, PairIngestor], until_ms: int) -> TickOutcome:
     owned = claim(owner)
     for pair_id in owned:
-        ingestors.setdefault(pair_id, PairIngestor(ingestion.Pair.objects.get(pk=pair_id), owner))
+        ingestors.setdefault(pair_id, PairIngestor(Pair.objects.get(pk=pair_id), owner))
     outcome = ingest_tick([ingestors[p] for p in owned], until_ms, alive=worker_heartbeat(owner=owner))
     for pair_id in outcome.lost | outcome.handed_over:
         ingestors.pop(pair_id, None)
@@ -91,7 +94,7 @@ def test_the_pairs_of_a_process_that_died_are_taken_once_its_leases_lapse(pairs,
     worker_heartbeat(owner="A"), worker_heartbeat(owner="B")
     claim("A"), claim("B")
     assert len(claim("A")) == 6  # B's leases still run
-    lapsed = clock.utcnow() - ingestion.timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
+    lapsed = clock.utcnow() - timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
     IngestionWorker.objects.filter(owner="B").update(seen_at=lapsed)
     IngestionState.objects.filter(lease_owner="B").update(lease_until=lapsed)
     assert len(claim("A")) == 12
@@ -114,12 +117,12 @@ def test_a_live_pair_is_handed_over_only_once_the_takers_feed_is_complete(pairs)
     worker_heartbeat(owner="B"), claim("B")
     live_source = mock.Mock(live=True)
     live_source.complete_from_ms.return_value = None  # not synced yet
-    with mock.patch.object(ingestion, "source_for", return_value=live_source):
+    with mock.patch.object(leases, "source_for", return_value=live_source):
         handovers_prepare(owner="B", pairs={})
     assert IngestionState.objects.filter(handover_to="B", handover_ready_ms__isnull=True).count() == 6
     assert tick("A", a, T0 + 6_000).handed_over == set()
     live_source.complete_from_ms.return_value = T0 + 8_000
-    with mock.patch.object(ingestion, "source_for", return_value=live_source):
+    with mock.patch.object(leases, "source_for", return_value=live_source):
         handovers_prepare(owner="B", pairs={})
     assert tick("A", a, T0 + 7_000).handed_over == set()  # A's cursor is not there yet
     assert len(tick("A", a, T0 + 8_000).handed_over) == 6
@@ -127,7 +130,7 @@ def test_a_live_pair_is_handed_over_only_once_the_takers_feed_is_complete(pairs)
 
 def test_a_tick_that_fails_to_write_is_retried_pair_by_pair_so_one_bad_pair_costs_only_itself(pairs):
     bad = pairs[0]
-    write = ingestion.bars_write_many
+    write = bars_write_many
 
     def failing(*, granularity, bars_by_pair):
         if any(pair.pk == bad.pk for pair, _ in bars_by_pair):
@@ -135,7 +138,7 @@ def test_a_tick_that_fails_to_write_is_retried_pair_by_pair_so_one_bad_pair_cost
         write(granularity=granularity, bars_by_pair=bars_by_pair)
 
     a: dict[int, PairIngestor] = {}
-    with mock.patch.object(ingestion, "bars_write_many", side_effect=failing):
+    with mock.patch("streaming.ingestor.bars_write_many", side_effect=failing):
         outcome = tick("A", a, T0 + 4_000)
     assert set(outcome.failed) == {bad.pk}
     assert len(outcome.results) == 11
@@ -180,7 +183,7 @@ def test_a_taker_whose_feed_fails_withdraws_its_handover_and_the_owner_keeps_the
     worker_heartbeat(owner="B"), claim("B")
     failing = mock.Mock(live=True)
     failing.complete_from_ms.side_effect = RuntimeError("the exchange refused the symbol")
-    with mock.patch.object(ingestion, "source_for", return_value=failing):
+    with mock.patch.object(leases, "source_for", return_value=failing):
         handovers_prepare(owner="B", pairs={})
     assert not IngestionState.objects.filter(handover_to="B").exists()
     assert tick("A", a, T0 + 6_000).handed_over == set() and owners() == {"A": 12}
@@ -191,7 +194,7 @@ def test_a_taker_that_gets_a_pair_it_asked_for_as_a_lapsed_lease_ingests_it_itse
     tick("A", a, T0 + 3_000)
     worker_heartbeat(owner="B"), claim("B")
     asked = set(IngestionState.objects.filter(handover_to="B").values_list("pair_id", flat=True))
-    lapsed = clock.utcnow() - ingestion.timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
+    lapsed = clock.utcnow() - timedelta(seconds=settings.INGESTION_LEASE_SECONDS + 1)
     IngestionWorker.objects.filter(owner="A").update(seen_at=lapsed)  # A died before handing over
     IngestionState.objects.filter(lease_owner="A").update(lease_until=lapsed)
     b: dict[int, PairIngestor] = {}

@@ -14,7 +14,8 @@ from market.bars import BAR_FIELDS
 from market.models import SecondBar
 from schemes.models import DetectorCheckpoint, SchemeEvent
 from streaming.feeds import LiveExchangeSource, PairFeed
-from streaming.ingestion import PairIngestor, ingestion_want
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import PairIngestor
 from streaming.models import BookCheckpoint, IngestionState
 from streaming.sources import pair_ref, source_for
 

@@ -12,7 +12,8 @@ from market.bars import BAR_FIELDS
 from market.models import Exchange, MinuteBar, Pair, SecondBar
 from market.services import asset_ensure
 from market.sources.replay import write_jsonl
-from streaming.ingestion import PairIngestor, ingestion_want
+from streaming.ingestion import ingestion_want
+from streaming.ingestor import PairIngestor
 from streaming.models import BookCheckpoint, IngestionState
 from streaming.sources import _source, pair_ref
 
