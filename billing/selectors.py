@@ -161,8 +161,6 @@ def pair_bills_month(*, account, now: datetime, pair_price_usd) -> list[PairBill
 def plans_public() -> list:
     """The plans a visitor or customer may choose from (staff's `listed` plans), cheapest
     first: what the plan page and the landing page show."""
-    from .models import Plan
-
     return list(Plan.objects.filter(is_public=True).order_by("monthly_price_usd", "monthly_requests", "name"))
 
 
