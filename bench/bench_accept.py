@@ -5,20 +5,14 @@ negotiation tests' Accept headers (same answers?) and in time per request (timei
 
 from __future__ import annotations
 
-import os
 import sys
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-os.environ.pop("DATABASE_URL", None)
-os.environ.pop("REDIS_URL", None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from django_env import setup_without_database  # noqa: E402
 
-import django  # noqa: E402
-
-django.setup()
+setup_without_database()
 
 from django.test import RequestFactory  # noqa: E402
 

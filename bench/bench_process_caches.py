@@ -9,21 +9,15 @@ of 5 repeats, hits on a cache of 1,000 keys."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-os.environ.pop("DATABASE_URL", None)
-os.environ.pop("REDIS_URL", None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from django_env import setup_without_database  # noqa: E402
 
-import django  # noqa: E402
-
-django.setup()
+setup_without_database()
 
 import cachetools  # noqa: E402
 from django.conf import settings  # noqa: E402
