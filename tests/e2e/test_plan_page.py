@@ -76,7 +76,10 @@ def watch(page) -> list[str]:
 
     page.on("console", console)
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url} {request.failure}"))
+    # a load the page itself cancelled (ERR_ABORTED: it went on to Stripe's Checkout
+    # before its icon arrived) is not a failure of the page
+    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url} {request.failure}")
+            if "ERR_ABORTED" not in (request.failure or "") else None)
     page.on("response", lambda response: problems.append(f"{response.status}: {response.url}")
             if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
     return problems

@@ -7,7 +7,9 @@ What an exact Binance consumer holds, from the frames that reached it (`server.l
 the REST snapshots it was served (`server.served`):
 * a snapshot served with lastUpdateId L becomes the book at the first diff delivered after
   it with U <= L+1 <= u (diffs with u <= L are older than the snapshot); the book is lost
-  when a delivered diff does not continue the chain (U != previous u + 1) until then;
+  when a delivered diff does not continue the chain (U != previous u + 1) until then; a
+  lost connection (`disconnect` in the log) loses it too: the next connection starts with
+  no book, and the loss is said where its book is synced;
 * times: diffs at E, trades at T, the snapshot at its first diff's E, a bookTicker at the E
   of the first delivered diff with u >= its u (dropped when that diff came already or no
   book is held); events ordered by time, then by arrival;
@@ -53,11 +55,19 @@ def _binance_events(log, served, key):
     snapshots = sorted((s for s in served if s.key == key), key=lambda s: s.index)
     pending_snapshot, synced, last_u, tickers = None, False, None, []
     next_snapshot = 0
+    # a connection ended: the next one starts with no book. The loss is said where that
+    # connection's book is synced, in its second: the feed says it where it noticed, between
+    # the two, and a second without a book sample is not compared
+    reconnected = False
     for index, sent in enumerate(log):
         while next_snapshot < len(snapshots) and snapshots[next_snapshot].index <= index:
             pending_snapshot = snapshots[next_snapshot]
             next_snapshot += 1
             synced, tickers = False, []
+        if sent.key == key and sent.kind == "disconnect":
+            reconnected = reconnected or synced
+            pending_snapshot, synced, tickers = None, False, []
+            continue
         if sent.key != key or not sent.delivered:
             continue
         data = sent.data
@@ -74,6 +84,9 @@ def _binance_events(log, served, key):
                 if data["U"] > pending_snapshot.last_update_id + 1:
                     pending_snapshot = None
                     continue
+                if reconnected:
+                    out.append((data["E"], arrival, "lost", None))
+                    reconnected = False
                 out.append((data["E"], arrival, "snapshot", pending_snapshot))
                 synced, pending_snapshot = True, None
             elif data["U"] != last_u + 1:

@@ -54,7 +54,7 @@ class Sent:
     """One frame of the timeline: its key (symbol or product), kind and shifted data."""
 
     key: str
-    kind: str  # depth | trade | ticker (Binance); l2update | match | ticker (Coinbase)
+    kind: str  # depth | trade | ticker | disconnect (Binance); l2update | match | ticker (Coinbase)
     data: dict
     wall_ms: int
     delivered: bool
@@ -206,7 +206,7 @@ class ReplayingExchange:
     def drop_connections(self) -> None:
         async def drop():
             for ws in list(self._clients):
-                self._clients.pop(ws, None)
+                self._disconnected(ws)
                 await ws.close(code=1011, message=b"dropped by the test")
         asyncio.run_coroutine_threadsafe(drop(), self._loop).result(10)
 
@@ -290,8 +290,17 @@ class ReplayingExchange:
         self._clients[ws] = set(request.query.get("streams", "").split("/"))
         async for _ in ws:  # the client sends nothing we answer
             pass
-        self._clients.pop(ws, None)
+        self._disconnected(ws)  # the client closed it (a dropped one was logged when dropped)
         return ws
+
+    def _disconnected(self, ws) -> None:
+        """Forget a client; in the log, the moment its connection ended for the symbols it
+        read (an exact client holds no book across a lost connection)."""
+        streams = self._clients.pop(ws, None)
+        if self.venue != "binance" or not streams:
+            return
+        for symbol in sorted({stream.split("@", 1)[0].upper() for stream in streams if "@" in stream}):
+            self.log.append(Sent(symbol, "disconnect", {}, int(time.time() * 1000), False))
 
     async def _binance_depth(self, request: web.Request) -> web.Response:
         symbol = request.query.get("symbol", "")
