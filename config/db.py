@@ -174,6 +174,21 @@ def can_fetch_on_loop() -> bool:
     return connection.vendor == "postgresql" and settings.DB_LOOP_POOL_MAX > 0
 
 
+def statement_not_sent(exc: BaseException) -> bool:
+    """Whether `exc` (from `fetch_prepared_on_loop`) came before the statement left this
+    process: no connection was to be had from the loop's pool in its time (after a restart of
+    the database it is still replacing the dead ones). The statement then changed nothing,
+    so a caller may hand its work to another path instead of reporting it as unknown."""
+    from psycopg_pool import PoolTimeout
+
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, PoolTimeout):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 async def fetch_prepared_on_loop(sql: str, params, *, binary: bool = False) -> list[tuple]:
     """`fetch_prepared` for code running on the event loop: the statement waits on the
     socket with no thread and no hand-off of the interpreter lock (docs/DECISIONS.md).

@@ -50,6 +50,7 @@ from config.api.views import BODY_METHODS
 
 from .api.errors import ApiError, dependency_unavailable
 from .api.middleware import assign_request_id, oversized_body
+from .db import statement_not_sent
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +231,8 @@ class LoopRoute:
                 counted = await meter.count_on_loop(ticket, len(body))
             except Exception as exc:  # noqa: BLE001 - it may have been counted: the view must not count it again
                 failed(exc)
+                if statement_not_sent(exc):
+                    return None  # nothing was counted: the view answers and counts it
                 return site_response(request, meter.unrecorded(request, ticket, exc))
             if not counted:
                 return None

@@ -165,3 +165,24 @@ def test_a_view_counted_before_it_answers_cannot_be_a_loop_route():
 
     with pytest.raises(ImproperlyConfigured, match="counts before it answers"):
         loop.LoopRoute(CountedFirst, lambda call: None)
+
+
+def test_a_count_that_never_got_a_connection_is_told_apart_from_one_that_may_have_counted():
+    """The loop's count step hands a request to its view only when the statement never
+    left the process (the loop's pool had no connection in time): the view then counts it
+    once. A failure after sending may have counted it: that request is refused unrecorded."""
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    from config.db import statement_not_sent
+
+    def raised(exc, cause=None):
+        try:
+            raise exc from cause
+        except Exception as caught:  # noqa: BLE001 - the test keeps what was raised
+            return caught
+
+    assert statement_not_sent(PoolTimeout("couldn't get a connection after 1.00 sec"))
+    assert statement_not_sent(raised(OperationalError("wrapped"), PoolTimeout("no connection")))
+    assert not statement_not_sent(OperationalError("server closed the connection unexpectedly"))
+    assert not statement_not_sent(raised(OperationalError("wrapped"), ValueError("after sending")))

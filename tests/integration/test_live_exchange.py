@@ -142,8 +142,8 @@ def run_scenario(make_account, *, full: bool):
 
 
 def check(pair, venue, snapshot, final, live_bars, candles):
-    reference = binance_reference(venue, "BTCUSDT")
     rows = {row["ts_ms"]: row for row in snapshot["bars"]}
+    reference = binance_reference(venue, "BTCUSDT", until_ms=max(rows) + 1000)
     stored = list(SecondBar.objects.filter(pair=pair).values_list("ts_ms", flat=True))
     assert len(stored) == len(set(stored))  # no second twice
     gaps = final["signals"]["gaps"]

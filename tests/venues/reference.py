@@ -102,8 +102,11 @@ def _binance_events(log, served, key):
     return out
 
 
-def binance_reference(server, key: str) -> dict[int, SecondRef]:
-    """Per second, what an exact consumer of `key`'s delivered frames holds."""
+def binance_reference(server, key: str, until_ms: int | None = None) -> dict[int, SecondRef]:
+    """Per second, what an exact consumer of `key`'s delivered frames holds: from the
+    second of the first event through the last event's, or through `until_ms` (exclusive)
+    when later. The service closes seconds by the clock too, so a second after the replay
+    ended has a bar: no trades, and the book as the last event left it."""
     events = _binance_events(server.log, server.served, key)
     if not events:
         return {}
@@ -114,6 +117,8 @@ def binance_reference(server, key: str) -> dict[int, SecondRef]:
     carried = (None, None)
     start = events[0][0] - events[0][0] % 1000
     end = events[-1][0] - events[-1][0] % 1000 + 1000
+    if until_ms is not None:
+        end = max(end, until_ms - until_ms % 1000 + (1000 if until_ms % 1000 else 0))
     i = 0
     for second in range(start, end, 1000):
         ref = seconds[second] = SecondRef(second)
