@@ -153,6 +153,15 @@ def customer_account_or_404(request):
     return account
 
 
+def live_key_or_404(request, key_id: int):
+    """A live key of the signed-in customer's account; 404 for any other (revoked, or
+    another account's: the page does not say which)."""
+    api_key = api_key_of_account(account=customer_account_or_404(request), key_id=key_id)
+    if api_key is None or not api_key.is_live:
+        raise Http404("No such key.")
+    return api_key
+
+
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -189,10 +198,7 @@ def api_keys(request):
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_key_revoke_confirm(request, key_id: int):
-    account = customer_account_or_404(request)
-    api_key = api_key_of_account(account=account, key_id=key_id)
-    if api_key is None or not api_key.is_live:
-        raise Http404("No such key.")
+    api_key = live_key_or_404(request, key_id)
     if request.method == "POST":
         api_key_revoke(api_key=api_key, via=ApiKey.RevokedVia.PAGE, by=request.user)
         messages.success(request, f"Key “{api_key.name}” ({api_key.display}) is revoked. "
@@ -206,10 +212,7 @@ def api_key_revoke_confirm(request, key_id: int):
 @require_http_methods(["GET", "POST"])
 def api_key_rename_page(request, key_id: int):
     """Rename a live key of the signed-in customer's account."""
-    account = customer_account_or_404(request)
-    api_key = api_key_of_account(account=account, key_id=key_id)
-    if api_key is None or not api_key.is_live:
-        raise Http404("No such key.")
+    api_key = live_key_or_404(request, key_id)
     form = ApiKeyRenameForm(request.POST if request.method == "POST" else None,
                             initial={"name": api_key.name})
     if form.is_bound and form.is_valid():

@@ -163,7 +163,7 @@ def _assert_envelope(response, status: int, code: str):
     signature_header("{}"),  # the signature of another payload
     "sign-with:whsec_wrong",
     "signed-10-minutes-ago",
-])
+], ids=["absent", "empty", "garbage", "not-a-number", "another-payload", "another-secret", "ten-minutes-old"])
 def test_a_webhook_whose_signature_does_not_verify_is_400_in_the_error_envelope(db, make_account, header):
     account = make_account(plan="free")
     body, headers = signed(checkout_completed(account_id=account.pk, plan="pro"))

@@ -7,24 +7,11 @@ import re
 
 import pytest
 
+from .page_checks import PageWatch, assert_fits
+
 expect = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'").expect
 pytestmark = [pytest.mark.e2e]
 WIDTHS = [390, 1440]
-
-
-def watch(page) -> list[str]:
-    """Console errors and failed requests of the page from now on."""
-    problems = []
-    page.on("console", lambda message: problems.append(f"console: {message.text}") if message.type == "error" else None)
-    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url} {request.failure}"))
-    page.on("response", lambda response: problems.append(f"{response.status}: {response.url}")
-            if response.status >= 400 else None)
-    return problems
-
-
-def no_sideways_scroll(page) -> None:
-    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert widths[0] <= widths[1], f"the page scrolls sideways: {widths}"
 
 
 def operation(page, method: str, path: str):
@@ -38,7 +25,7 @@ def test_a_signed_in_customer_chooses_a_key_tries_an_example_and_reads_the_sampl
     page.set_viewport_size({"width": width, "height": 900})
     sign_in(page, server, customer)
     page.goto("about:blank")  # the dashboard's own requests end here, before the explorer's are watched
-    problems = watch(page)
+    watch = PageWatch(page)
     page.goto(f"{server}/api/v1/docs")
     expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
 
@@ -84,8 +71,8 @@ def test_a_signed_in_customer_chooses_a_key_tries_an_example_and_reads_the_sampl
     delete.locator(".opblock-summary-control").click()
     expect(delete.locator(".code-samples__source")).to_contain_text("/api/v1/streams/kraken/ADA/USD")
 
-    no_sideways_scroll(page)
-    assert problems == []
+    assert_fits(page)
+    watch.assert_clean()
 
     page.locator("#back-to-dashboard").click()
     expect(page).not_to_have_url(re.compile("/api/v1/docs"))
@@ -95,7 +82,7 @@ def test_a_signed_in_customer_chooses_a_key_tries_an_example_and_reads_the_sampl
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_signed_out_visitor_pastes_a_key_and_is_offered_the_way_in(server, customer_key, page, width):
     page.set_viewport_size({"width": width, "height": 900})
-    problems = watch(page)
+    watch = PageWatch(page)
     page.goto(f"{server}/api/v1/docs")
     expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
     expect(page.locator("#key-choice")).to_have_count(0)
@@ -111,8 +98,8 @@ def test_a_signed_out_visitor_pastes_a_key_and_is_offered_the_way_in(server, cus
     usage.get_by_role("button", name="Try it out").click()
     usage.get_by_role("button", name="Execute").click()
     expect(usage.locator(".live-responses-table tr.response .response-col_status")).to_have_text("200", timeout=15_000)
-    no_sideways_scroll(page)
-    assert problems == []
+    assert_fits(page)
+    watch.assert_clean()
 
 
 def test_the_live_feed_s_event_source_sample_runs_in_a_browser(server, customer_key, api, page):

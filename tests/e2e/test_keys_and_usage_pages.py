@@ -7,58 +7,12 @@ import re
 
 import pytest
 
+from .page_checks import assert_settled_page_is_clean, at_width
+
 expect = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'").expect
 pytestmark = [pytest.mark.e2e]
 WIDTHS = [390, 1440]
 STATUS = "GET /api/v1/streams/{exchange}/{base}/{quote}/status"
-
-
-def _favicon(url: str) -> bool:
-    # the browser asks for /favicon.ico by itself; the favicon is its own part of this
-    # release (item 10), not a request of these pages
-    return url.endswith("/favicon.ico")
-
-
-class Watched:
-    """What went wrong in the browser while a test ran: console errors, uncaught page
-    errors, failed requests and answers of 400 or more."""
-
-    def __init__(self, page):
-        self.problems: list[str] = []
-        page.on("console", lambda message: message.type == "error" and not _favicon(
-            message.location.get("url", "")) and self.problems.append(f"console: {message.text}"))
-        page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
-        page.on("requestfailed", lambda request: self.problems.append(
-            f"failed: {request.url} {request.failure}"))
-        page.on("response", lambda response: response.status >= 400 and not _favicon(response.url)
-                and self.problems.append(f"{response.status}: {response.url}"))
-
-
-def at_width(page, width: int) -> Watched:
-    page.set_viewport_size({"width": width, "height": 900})
-    return Watched(page)
-
-
-def assert_fits(page, watched: Watched) -> None:
-    """No sideways scroll, every action inside its card, and nothing went wrong so far."""
-    page.wait_for_load_state("networkidle")
-    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert scroll <= inner, f"{page.url} scrolls sideways at {inner} px: {scroll} px wide"
-    outside = page.evaluate("""() => {
-        const out = [];
-        for (const card of document.querySelectorAll('main .card')) {
-            const box = card.getBoundingClientRect();
-            for (const action of card.querySelectorAll('a, button, input:not([type=hidden]), select, textarea, table, tr')) {
-                const r = action.getBoundingClientRect();
-                if (r.width === 0 && r.height === 0) continue;
-                if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
-                    out.push(`${action.outerHTML.slice(0, 80)} outside ${card.id || card.className}`);
-            }
-        }
-        return out;
-    }""")
-    assert outside == [], outside
-    assert watched.problems == [], watched.problems
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -68,17 +22,17 @@ def test_create_rename_and_revoke_a_key_then_find_it_greyed_in_the_history(
 
     watched = at_width(page, width)
     sign_in(page, server, customer)
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
     page.get_by_label("Name", exact=True).fill("laptop notebook")
     page.get_by_role("button", name="Create key").click()
     expect(page.locator("#created-key")).to_be_visible()
     plaintext = page.locator("#plaintext-key").inner_text().strip()
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
 
     page.locator("#key-list").get_by_role("link", name="Rename…").click()
     expect(page).to_have_url(re.compile(rf"^{re.escape(server)}/account/keys/\d+/rename/$"))
     expect(page.get_by_label("New name")).to_have_value("laptop notebook")
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
     page.get_by_label("New name").fill("   ")
     page.locator("#confirm-rename").click()
     expect(page.locator(".field-error")).to_contain_text("required")
@@ -89,10 +43,10 @@ def test_create_rename_and_revoke_a_key_then_find_it_greyed_in_the_history(
     expect(page.locator("#key-list tbody tr")).to_have_count(1)
     expect(page.locator("#key-list")).to_contain_text("trading desk")
     assert api(server, plaintext).get("/api/v1/me/usage").status_code == 200  # same key, new name
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
 
     page.locator("#key-list").get_by_role("link", name="Revoke…").click()
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
     page.locator("#confirm-revoke").click()
     expect(page).to_have_url(f"{server}/account/keys/")
     expect(page.locator("#key-list")).to_have_count(0)
@@ -108,7 +62,7 @@ def test_create_rename_and_revoke_a_key_then_find_it_greyed_in_the_history(
     grey = history.first.locator("td").first.evaluate("cell => getComputedStyle(cell).color")
     assert grey == "rgb(93, 109, 126)", grey  # the muted ink, not the page's
     assert api(server, plaintext).get("/api/v1/me/usage").status_code == 401
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -142,7 +96,7 @@ def test_the_usage_page_and_me_usage_show_the_month_per_key_and_per_endpoint(
     expect(by_endpoint).to_have_count(2)
     expect(by_endpoint.nth(0)).to_contain_text("GET /api/v1/streams")
     expect(by_endpoint.nth(1)).to_contain_text(STATUS)
-    assert_fits(page, watched)
+    assert_settled_page_is_clean(page, watched)
 
 
 ADMIN_PAGES = ["billing/pairbillingperiod", "billing/usagecounter", "billing/keyendpointusage", "accounts/apikey",
@@ -192,4 +146,4 @@ def test_staff_read_names_dates_and_formatted_figures_in_admin_with_no_delete_on
     expect(page.locator("a.deletelink")).to_have_count(0)
     scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert scroll <= inner
-    assert watched.problems == [], watched.problems
+    watched.assert_clean()

@@ -8,28 +8,16 @@ import uuid
 
 import httpx
 import pytest
-from django.conf import settings
 
 from tests.billing.stripe_events import WEBHOOK_PATH, WEBHOOK_SECRET, checkout_completed, invoice, signed
 from tests.billing.stripe_stub import stripe_stub
 from tests.integration.servers import daphne_processes
 
 from .conftest import PASSWORD, SETTINGS_MODULE, Customer, _server_env
+from .page_checks import PageWatch, assert_fits
 
 expect = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'").expect
 pytestmark = [pytest.mark.e2e]
-
-# Every button and link of the page's cards lies inside its card (and its plan box).
-ACTIONS_OUTSIDE_THEIR_CARD = """() => [...document.querySelectorAll("main .card button, main .card a")]
-  .filter((action) => {
-    const box = action.getBoundingClientRect();
-    if (!box.width) return false;
-    return [action.closest(".card"), action.closest(".plan")].filter(Boolean).some((holder) => {
-      const outer = holder.getBoundingClientRect();
-      return box.left < outer.left - 0.5 || box.right > outer.right + 0.5 || box.top < outer.top - 0.5
-        || box.bottom > outer.bottom + 0.5;
-    });
-  }).map((action) => action.textContent.trim())"""
 
 
 @pytest.fixture(scope="module")
@@ -64,33 +52,6 @@ def free_customer(server_db) -> Customer:
     return Customer(email=email, password=PASSWORD, account_id=user.account_id)
 
 
-def watch(page) -> list[str]:
-    """Console errors, page errors and failed requests of the page, as they happen. The
-    browser's own request for /favicon.ico is not the page's (the site's icon has its test)."""
-    problems: list[str] = []
-
-    def console(message):
-        url = (message.location or {}).get("url", "")
-        if message.type == "error" and not url.endswith("/favicon.ico"):
-            problems.append(f"console: {message.text} {url}")
-
-    page.on("console", console)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    # a load the page itself cancelled (ERR_ABORTED: it went on to Stripe's Checkout
-    # before its icon arrived) is not a failure of the page
-    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url} {request.failure}")
-            if "ERR_ABORTED" not in (request.failure or "") else None)
-    page.on("response", lambda response: problems.append(f"{response.status}: {response.url}")
-            if response.status >= 400 and not response.url.endswith("/favicon.ico") else None)
-    return problems
-
-
-def assert_fits(page) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), \
-        f"scrolls sideways: {page.evaluate('document.documentElement.scrollWidth')} > {page.viewport_size['width']}"
-    assert page.evaluate(ACTIONS_OUTSIDE_THEIR_CARD) == []
-
-
 def post_webhook(base: str, stripe_event: dict) -> dict:
     body, headers = signed(stripe_event)
     response = httpx.post(f"{base}{WEBHOOK_PATH}", content=body, headers=headers, timeout=30)
@@ -102,7 +63,7 @@ def post_webhook(base: str, stripe_event: dict) -> dict:
 def test_a_customer_upgrades_through_stripe_checkout_and_the_signed_webhook_shows_on_the_plan_page(
         stripe_server, stripe, free_customer, sign_in, page, width):
     page.set_viewport_size({"width": width, "height": 900})
-    problems = watch(page)
+    watch = PageWatch(page)
     sign_in(page, stripe_server, free_customer)
     page.goto(f"{stripe_server}/account/plan/")
     expect(page.get_by_role("heading", level=1)).to_have_text("Plan and payment")
@@ -150,14 +111,14 @@ def test_a_customer_upgrades_through_stripe_checkout_and_the_signed_webhook_show
     expect(page.locator("#payment-standing")).to_have_text("Active")
     expect(page.locator("#current-plan-name")).to_have_text("Pro")
     assert_fits(page)
-    assert problems == []
+    watch.assert_clean()
 
 
 @pytest.mark.parametrize("width", [390, 1440])
 def test_without_stripe_keys_the_plan_page_says_plans_are_arranged_with_staff(
         server, customer, sign_in, page, width):
     page.set_viewport_size({"width": width, "height": 900})
-    problems = watch(page)
+    watch = PageWatch(page)
     sign_in(page, server, customer)
     page.get_by_role("link", name="Plan", exact=True).click()
     expect(page).to_have_url(f"{server}/account/plan/")
@@ -166,4 +127,4 @@ def test_without_stripe_keys_the_plan_page_says_plans_are_arranged_with_staff(
     expect(page.get_by_role("button", name="Upgrade to Enterprise")).to_have_count(0)
     expect(page.locator('[data-plan="enterprise"]')).to_contain_text("Arranged with our staff")
     assert_fits(page)
-    assert problems == []
+    watch.assert_clean()

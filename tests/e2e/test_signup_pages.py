@@ -17,6 +17,7 @@ import pytest
 from tests.integration.servers import daphne_processes
 
 from .conftest import SCREENSHOTS, SETTINGS_MODULE, _server_env
+from .page_checks import assert_fits, at_width
 
 expect = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'").expect
 pytestmark = [pytest.mark.e2e]
@@ -24,21 +25,6 @@ WIDTHS = [390, 1440]
 NEW_PASSWORD = "a fresh passphrase 2026"
 CONFIRM_LINK = re.compile(r"https?://\S+/signup/confirm/\S+/\S+/")
 RESET_LINK = re.compile(r"https?://\S+/password/reset/\S+/\S+/")
-
-ACTIONS_OUTSIDE_THEIR_CARD = """() => {
-  const outside = [];
-  for (const card of document.querySelectorAll('.card')) {
-    const box = card.getBoundingClientRect();
-    for (const el of card.querySelectorAll('a, button, input, select, textarea')) {
-      if (el.type === 'hidden' || el.hidden) continue;
-      const r = el.getBoundingClientRect();
-      if (!r.width && !r.height) continue;
-      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
-        outside.push(el.outerHTML.slice(0, 100));
-    }
-  }
-  return outside;
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -78,27 +64,19 @@ def e_mail_to(mailbox: Path, address: str, subject: str, *, within: float = 15.0
 
 
 class Watch:
-    """Console errors and failed requests of a page, and the checks every page passes."""
+    """A page watched at one width, with a screenshot of each step (var/screenshots)."""
 
     def __init__(self, page, name: str, width: int):
         self.page, self.name, self.width = page, name, width
-        self.errors: list[str] = []
-        page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: self.errors.append(f"failed request: {r.url} {r.failure}"))
-        page.on("response", lambda r: self.errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-        page.set_viewport_size({"width": width, "height": 900})
+        self.watch = at_width(page, width)
 
     def clean(self, step: str) -> None:
         page = self.page
         page.wait_for_load_state("load")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{self.name}-{self.width}-{step}.png"), full_page=True)
-        assert not self.errors, f"{step}: {self.errors}"
-        scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-        assert scroll <= inner, f"{step}: scrolls sideways at {self.width} px ({scroll} > {inner})"
-        outside = page.evaluate(ACTIONS_OUTSIDE_THEIR_CARD)
-        assert not outside, f"{step}: actions outside their card at {self.width} px: {outside}"
+        self.watch.assert_clean(step)
+        assert_fits(page, f"{step} at {self.width} px:")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

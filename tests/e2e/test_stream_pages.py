@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from .page_checks import assert_fits, at_width
+
 expect = pytest.importorskip("playwright.sync_api", reason="needs playwright: pip install -e '.[dev]'").expect
 pytestmark = [pytest.mark.e2e]
 PAIR = {"exchange": "binance", "base": "BTC", "quote": "USDT"}
@@ -19,59 +21,6 @@ OTHER = {"exchange": "coinbase", "base": "ETH", "quote": "USD"}
 STATES = re.compile(r"^(REQUESTED|WARMING|READY|STALE|FAILED)$")
 WIDTHS = pytest.mark.parametrize("width", [390, 1440], ids=["390px", "1440px"])
 BARS = re.compile(r"^(1 bar|([2-9]|[1-9]\d+) bars)$")  # "1 bar", never "1 bars"
-
-
-class Watch:
-    """What a page did wrong while the test ran: console errors, failed requests."""
-
-    def __init__(self, page):
-        self.errors: list[str] = []
-        self.failed: list[str] = []
-        self.requests: list[tuple[float, str]] = []
-        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: self.requests.append((time.monotonic(), r.url)))
-        page.on("requestfailed", self._failed)
-        page.on("response", self._response)
-
-    def _response(self, response):
-        # /favicon.ico: the browser's own request, answered once the site has its icon
-        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
-            self.failed.append(f"{response.status} {response.url}")
-
-    def _failed(self, request):
-        if "ERR_ABORTED" not in (request.failure or ""):  # cancelled by the page, on purpose
-            self.failed.append(f"{request.failure} {request.url}")
-
-    def assert_clean(self):
-        assert not self.failed, self.failed
-        # a failed load is reported twice, as a response and as a console line without its
-        # address; the response (with its address) is what is checked above
-        assert not [e for e in self.errors if not e.startswith("Failed to load resource")], self.errors
-
-
-def assert_fits(page):
-    """No sideways scroll, and every button, link and form control inside its card."""
-    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    assert width[0] <= width[1], f"scrolls sideways: {width}"
-    outside = page.evaluate("""() => {
-        const out = [];
-        for (const card of document.querySelectorAll("main .card")) {
-            const box = card.getBoundingClientRect();
-            for (const el of card.querySelectorAll("button, a, input, select")) {
-                const r = el.getBoundingClientRect();
-                if (r.width === 0 && r.height === 0) continue;  // hidden
-                if (r.left < box.left - 0.5 || r.right > box.right + 0.5) out.push(el.outerHTML.slice(0, 120));
-            }
-        }
-        return out;
-    }""")
-    assert not outside, outside
-
-
-def open_page(browser_page, width):
-    browser_page.set_viewport_size({"width": width, "height": 900})
-    return Watch(browser_page)
 
 
 def subscribe(client, pair=PAIR) -> dict:
@@ -86,7 +35,7 @@ def path_of(pair: dict) -> str:
 
 @WIDTHS
 def test_subscribing_a_pair_from_the_picker_with_chosen_metrics(server, customer, sign_in, page, width):
-    watch = open_page(page, width)
+    watch = at_width(page, width)
     sign_in(page, server, customer)
     page.get_by_role("link", name="Streams").click()
     picker = page.locator("#pair-picker")
@@ -116,7 +65,7 @@ def test_subscribing_a_pair_from_the_picker_with_chosen_metrics(server, customer
 @WIDTHS
 def test_a_new_key_then_the_live_page_loads_the_last_hour_of_candles_and_draws_the_first_live_one(
         ingesting_server, customer, sign_in, page, width):
-    watch = open_page(page, width)
+    watch = at_width(page, width)
     sign_in(page, ingesting_server, customer)
     # the customer's way in: a key first (the page itself streams with the session)
     page.goto(f"{ingesting_server}/account/keys/")
@@ -181,7 +130,7 @@ def test_switching_pairs_fifty_times_never_shows_the_other_pair_s_data(
     client = api(ingesting_server, customer_key)  # subscribed from code, with a key
     subscribe(client, PAIR)
     subscribe(client, OTHER)
-    watch = open_page(page, width)
+    watch = at_width(page, width)
     page.add_init_script(CHART_GUARD)
     sign_in(page, ingesting_server, customer)
     page.get_by_role("link", name="Live").click()
@@ -218,7 +167,7 @@ def test_unsubscribing_ends_the_live_stream_says_so_and_asks_nothing_more(
     client = api(server, customer_key)
     subscribe(client, PAIR)
     subscribe(client, OTHER)
-    watch = open_page(page, width)
+    watch = at_width(page, width)
     sign_in(page, server, customer)
     page.goto(f"{server}/account/live/?pair=binance/BTC/USDT")
     expect(page.locator("#live-state")).to_have_text(STATES)  # the stream's first status event
@@ -251,7 +200,7 @@ def test_a_lapsed_payment_stops_the_live_page_with_a_link_to_update_it(
     from accounts.services import account_payment_set
 
     subscribe(api(server, customer_key))
-    watch = open_page(page, width)
+    watch = at_width(page, width)
     sign_in(page, server, customer)
     page.get_by_role("link", name="Live").click()
     expect(page.locator("#live-state")).to_have_text(STATES)
