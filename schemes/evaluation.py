@@ -1,10 +1,10 @@
-"""Offline evaluation of the scheme detectors on labelled simulator episodes. Plain Python.
+"""Offline evaluation of the scheme detectors on labelled market episodes. Plain Python.
 
     evaluate(seeds=[101, 102, 103], pairs=[PairRef("binance", "BTC", "USDT")], hours_per_seed=1)
 
-For each (seed, pair) the simulator (SimulatorSource(seed, episodes_per_hour, hard_negatives))
-is run for `hours_per_seed` hours after a warm-up (detections during the warm-up are
-ignored). A detection matches a labelled spoofing episode of the same scheme (either side:
+For each (seed, pair) a labelled market (`market`: the simulator, SimulatorSource, or the
+second market written apart from it, SecondMarketSource; MARKETS) is run for
+`hours_per_seed` hours after a warm-up (detections during the warm-up are ignored). A detection matches a labelled spoofing episode of the same scheme (either side:
 direction accuracy is then measured, not implied) when its time is within
 [start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
 misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
@@ -12,7 +12,7 @@ episodes; a detection of a near miss is reported on its own and is neither a tru
 false positive. An episode drawn clear whose orders takers filled before its pull (less than
 DISRUPTED_BELOW of what it placed still rested when the pull began) did not happen as
 drawn: it is counted as disrupted, outside recall, and a detection of it is neither a true
-nor a false positive. Later detections of the same episode are duplicates (false positives).
+nor a false positive (`recall_with_disrupted` counts them back in: missed unless flagged). Later detections of the same episode are duplicates (false positives).
 Every other detection is a false positive; those that match no spoofing episode are false
 alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef
 from market.sources.netting import net_depth
-from market.sources.simulator import SCHEMES, SimulatorSource
+from market.sources.simulator import SCHEMES
 
 from schemes.detectors import DetectorEngine
 
@@ -34,6 +34,19 @@ HOUR_MS = 3_600_000
 # less than this share of what an episode placed left to pull is no clear case: a lenient cut,
 # DETECTION.md's pulls take 50 % (vacuuming) to 80 % (flipping) of what was shown
 DISRUPTED_BELOW = 0.5
+# the labelled markets the detectors are measured on: the service's own simulator, and a second
+# one written from DETECTION.md alone by someone who had read neither it nor the detectors
+MARKETS = {"simulator": ("market.sources.simulator", "SimulatorSource"),
+           "second_market": ("market.sources.second_market", "SecondMarketSource")}
+
+
+def market_source(market: str, seed: int, episodes_per_hour: float, hard_negatives: bool | float):
+    """The labelled source `market` (a key of MARKETS) for one seed."""
+    from importlib import import_module
+
+    module, name = MARKETS[market]
+    return getattr(import_module(module), name)(seed, episodes_per_hour=episodes_per_hour,
+                                                hard_negatives=hard_negatives)
 
 
 @dataclass
@@ -61,10 +74,13 @@ class SchemeStats:
         p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
         r = self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
         f1 = 2 * p * r / (p + r) if p + r else 0.0
+        # with the disrupted episodes back in: each one missed, unless it was flagged anyway
+        everything = self.tp + self.fn + self.disrupted
+        r_all = (self.tp + self.disrupted_flagged) / everything if everything else 0.0
         lat = sorted(self.latencies)
         return {
             "episodes": self.tp + self.fn, "detected": self.tp, "false_positives": self.fp,
-            "precision": p, "recall": r, "f1": f1,
+            "precision": p, "recall": r, "recall_with_disrupted": r_all, "f1": f1,
             "direction_accuracy": self.direction_ok / self.tp if self.tp else 0.0,
             "false_alarms_per_pair_hour": self.false_alarms / pair_hours if pair_hours else 0.0,
             "misclassified": self.misclassified, "duplicates": self.dup,
@@ -90,14 +106,14 @@ def _parse_pair(p) -> PairRef:
 
 def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | float = True, *,
              episodes_per_hour: float = 12.0, start_ms: int = DEFAULT_START_MS, warmup_ms: int = 5 * 60_000,
-             details: bool = False, processes: int = 1, batch_ms: int = 0) -> dict:
+             details: bool = False, processes: int = 1, batch_ms: int = 0, market: str = "simulator") -> dict:
     """Run the detectors over simulated, labelled data; see the module docstring.
     processes > 1 runs the (seed, pair) combinations in that many worker processes.
     batch_ms > 0 nets the depth feed into batches of that length (`net_depth`), as
-    exchanges publish it, and tells the engine so."""
+    exchanges publish it, and tells the engine so. market: which labelled source (MARKETS)."""
     pairs = [_parse_pair(p) for p in pairs]
-    jobs = [(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details, batch_ms)
-            for seed in seeds for pair in pairs]
+    jobs = [(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details, batch_ms,
+             market) for seed in seeds for pair in pairs]
     if processes > 1:
         from multiprocessing import get_context
 
@@ -115,7 +131,7 @@ def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | f
         rows.extend(part_rows)
     pair_hours = hours_per_seed * len(jobs)
     out = {
-        "seeds": list(seeds), "pairs": [f"{p.exchange}/{p.base}/{p.quote}" for p in pairs],
+        "market": market, "seeds": list(seeds), "pairs": [f"{p.exchange}/{p.base}/{p.quote}" for p in pairs],
         "hours_per_seed": hours_per_seed, "episodes_per_hour": episodes_per_hour, "pair_hours": pair_hours,
         "batch_ms": batch_ms,
         "schemes": {s: stats[s].summary(pair_hours) for s in SCHEMES},
@@ -128,8 +144,8 @@ def evaluate(seeds, pairs, hours_per_seed: float = 1.0, hard_negatives: bool | f
 
 
 def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour, start_ms, warmup_ms, details,
-                   batch_ms=0):
-    src = SimulatorSource(seed, episodes_per_hour=episodes_per_hour, hard_negatives=hard_negatives)
+                   batch_ms=0, market="simulator"):
+    src = market_source(market, seed, episodes_per_hour, hard_negatives)
     stats = {s: SchemeStats() for s in SCHEMES}
     rows: list = []
     engine_s = 0.0
@@ -210,14 +226,15 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
 
 
 def markdown_table(result: dict) -> str:
-    lines = ["| scheme | clear episodes | TP | FP (of which other scheme) | precision | recall | F1 | direction acc. | "
-             "false alarms / pair-hour | latency p50 (ms) | latency p95 (ms) | near misses flagged | "
-             "disrupted (flagged) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| scheme | clear episodes | TP | FP (of which other scheme) | precision | recall | recall with disrupted | "
+             "F1 | direction acc. | false alarms / pair-hour | latency p50 (ms) | latency p95 (ms) | "
+             "near misses flagged | disrupted (flagged) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s, m in result["schemes"].items():
         lines.append(
             f"| {s} | {m['episodes']} | {m['detected']} | {m['false_positives']} ({m['misclassified']}) | "
-            f"{m['precision']:.3f} | {m['recall']:.3f} | {m['f1']:.3f} | {m['direction_accuracy']:.3f} | "
+            f"{m['precision']:.3f} | {m['recall']:.3f} | {m['recall_with_disrupted']:.3f} | {m['f1']:.3f} | "
+            f"{m['direction_accuracy']:.3f} | "
             f"{m['false_alarms_per_pair_hour']:.3f} | {m['latency_p50_ms']} | {m['latency_p95_ms']} | "
             f"{m['near_misses_flagged']} of {m['near_misses']} | {m['disrupted']} ({m['disrupted_flagged']}) |")
     lines.append("")
