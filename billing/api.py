@@ -6,14 +6,14 @@ from config import loop
 from config.api.renderers import RENDER
 from config.api.views import AccountAPIView
 
-from . import metering
+from . import tickets, usage
 from .permissions import IsAccountKey
 from .selectors import iso_utc, iso_utc_ms
 from .serializers import UsageSerializer
 
 
-def usage_document(plan, month: metering.Ticket, usage: metering.UsageRead) -> dict:
-    """The body of /me/usage: `month` holds the counters read with `usage`."""
+def usage_document(plan, month: tickets.Ticket, read: usage.UsageRead) -> dict:
+    """The body of /me/usage: `month` holds the counters read with the rest (`read`)."""
     return {
         "period": {"start": iso_utc(month.month_starts_at), "end": iso_utc(month.resets_at)},
         "plan": plan.name,
@@ -21,12 +21,12 @@ def usage_document(plan, month: metering.Ticket, usage: metering.UsageRead) -> d
                      "remaining": max(plan.monthly_requests - month.requests_used, 0)},
         "bytes": {"used": month.bytes_used, "limit": plan.monthly_bytes,
                   "remaining": max(plan.monthly_bytes - month.bytes_used, 0)},
-        "streams": {"pairs": usage.streamed_pairs},
+        "streams": {"pairs": read.streamed_pairs},
         "by_key_and_endpoint": [
             {"key": keys.display_prefix(count.key_lookup_id), "key_name": count.key_name,
              "key_revoked": count.key_revoked, "endpoint": count.endpoint, "requests": count.requests,
              "bytes": count.bytes, "last_request_at": iso_utc_ms(count.last_request_ms)}
-            for count in usage.per_key_endpoint],
+            for count in read.per_key_endpoint],
     }
 
 
@@ -42,9 +42,9 @@ class UsageView(AccountAPIView):
                    responses=UsageSerializer)
     def get(self, request):
         # the month's counters, read once: the quota headers of this answer show the same
-        month = metering.ticket_of(request)
-        usage = metering.read_usage(month)
-        return Response(usage_document(request.user.account.plan, month, usage))
+        month = tickets.ticket_of(request)
+        read = usage.read_usage(month)
+        return Response(usage_document(request.user.account.plan, month, read))
 
 
 @extend_schema_view(get=extend_schema(exclude=True))
@@ -54,8 +54,8 @@ class UsageAliasView(UsageView):
 
 async def _usage_body(call: loop.LoopCall) -> bytes:
     """`UsageView`'s body, from the month's counters read on the event loop."""
-    usage = await metering.read_usage_on_loop(call.ticket)
-    return RENDER[call.format](usage_document(call.caller.account.plan, call.ticket, usage))
+    read = await usage.read_usage_on_loop(call.ticket)
+    return RENDER[call.format](usage_document(call.caller.account.plan, call.ticket, read))
 
 
 # The plain GET by a key and account this process holds, answered on the event loop

@@ -9,7 +9,8 @@ class BillingConfig(AppConfig):
         from config.api.metering import Meter, meter_install
 
         from . import receivers  # noqa: F401  gives new sign-ups their plan
-        from .metering import count_served_on_loop, refused_lately, request_refusal, ticket_attach, ticket_of
+        from .metering import count_served_on_loop, refused_lately, request_refusal
+        from .tickets import ticket_attach, ticket_of
         from .middleware import unmetered_refusal
         from .throttles import MonthlyQuota
 

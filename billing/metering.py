@@ -10,25 +10,22 @@ If a write fails the request fails: nothing is served unmetered."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.urls import Resolver404, resolve
 
 from config import clock
 from config.api.errors import QuotaExceeded
 from config.db import fetch_one_prepared, fetch_prepared, fetch_prepared_on_loop
-from accounts.models import ApiKey
 
 from .models import KeyEndpointUsage, UsageCounter
-from .selectors import iso_utc, month_bounds
+from .selectors import iso_utc
+from .tickets import Ticket, ticket_of
+from .usage import read_month
 
 logger = logging.getLogger(__name__)
 
@@ -107,193 +104,6 @@ _ADD_BYTES_KEYED = ("WITH counted AS (" + _ADD_BYTES_NAMED
 # local transaction of the month's and the day's
 _KEYED_ALONE = _KEYED_UPSERT.format(latest="MAX", source=(
     "VALUES (%(account)s, %(key_id)s, %(endpoint)s, %(month)s, %(requests)s, %(bytes)s, %(now_ms)s)"))
-_READ_MONTH = f"SELECT requests, bytes FROM {_TABLE} WHERE account_id = %s AND period = 'month' AND period_start = %s"
-# The month, the streamed pairs and one row per key and endpoint (none: one row of nulls
-# for them), in one statement. The streamed pairs are rows of the streaming app's
-# subscriptions table, an app above this one: it names its table when it is ready
-# (`streamed_pairs_table_install`), so billing reads it without importing it.
-def _read_usage_statement(subscriptions_table: str | None) -> str:
-    # no streaming app: none streamed (a count of nothing, so the parameters stay the same)
-    streamed_pairs = (f"(SELECT count(*) FROM {subscriptions_table} WHERE account_id = %s)"
-                      if subscriptions_table else f"(SELECT count(*) FROM {_TABLE} WHERE account_id = %s AND 1 = 0)")
-    return f"""
-SELECT month.requests, month.bytes,
-       {streamed_pairs},
-       api_key.lookup_id, api_key.name, api_key.revoked_at IS NOT NULL,
-       keyed.endpoint, keyed.requests, keyed.bytes, keyed.last_request_ms
-  FROM (SELECT 1) AS one
-  LEFT JOIN {_TABLE} AS month
-    ON month.account_id = %s AND month.period = 'month' AND month.period_start = %s
-  LEFT JOIN {_KEYED} AS keyed ON keyed.account_id = %s AND keyed.month = %s
-  LEFT JOIN {ApiKey._meta.db_table} AS api_key ON api_key.id = keyed.api_key_id
- ORDER BY api_key.created_at, api_key.id, keyed.requests DESC, keyed.endpoint
-"""
-
-
-_READ_USAGE = _read_usage_statement(None)
-
-
-def streamed_pairs_table_install(table: str) -> None:
-    """The table /me/usage counts an account's streamed pairs in: one row per account and
-    pair it streams, with an account_id column (StreamingConfig.ready names it)."""
-    global _READ_USAGE
-    _READ_USAGE = _read_usage_statement(table)
-
-
-@dataclass
-class Ticket:
-    """The metering state of one request, carried from the view to the middleware."""
-
-    account_id: int
-    requests_limit: int
-    bytes_limit: int
-    month_start: date
-    day: date
-    resets_at: datetime
-    counted: bool = False
-    # counted by MeteringMiddleware when the answer is served (count_served), not before
-    # the view: set by the quota throttle for views that read only and never stream
-    count_when_served: bool = False
-    requests_used: int | None = None
-    bytes_used: int | None = None
-    extra: dict = field(default_factory=dict)
-    # what the request is counted to besides the account: the key that authenticated it
-    # and its endpoint (`endpoint_of`); None when not known (nothing written per key)
-    key_id: int | None = None
-    endpoint: str | None = None
-
-    @property
-    def month_starts_at(self) -> datetime:
-        return datetime(self.month_start.year, self.month_start.month, 1, tzinfo=self.resets_at.tzinfo)
-
-    def headers(self) -> dict[str, str]:
-        requests_used, bytes_used = self.requests_used or 0, self.bytes_used or 0
-        return {
-            "X-Quota-Requests-Limit": str(self.requests_limit),
-            "X-Quota-Requests-Used": str(requests_used),
-            "X-Quota-Requests-Remaining": str(max(self.requests_limit - requests_used, 0)),
-            "X-Quota-Bytes-Limit": str(self.bytes_limit),
-            "X-Quota-Bytes-Used": str(bytes_used),
-            "X-Quota-Bytes-Remaining": str(max(self.bytes_limit - bytes_used, 0)),
-            "X-Quota-Reset": str(int(self.resets_at.timestamp())),
-        }
-
-
-def attach(request, ticket: Ticket) -> None:
-    """Give the request its ticket: the view counts with it, MeteringMiddleware adds the
-    body's bytes and writes the quota headers from it (it sees Django's request, which is
-    the one DRF's wraps)."""
-    getattr(request, "_request", request).metering_ticket = ticket
-
-
-def ticket_of(request) -> Ticket | None:
-    """The ticket of a request (a DRF request or the Django request it wraps); None for a
-    request without an authenticated account."""
-    return getattr(getattr(request, "_request", request), "metering_ticket", None)
-
-
-def ticket_attach(request, account, key_id: int | None) -> None:
-    """Open and attach the ticket of an authenticated request (the API base view's
-    metering hook, config.api.metering: installed by BillingConfig.ready)."""
-    attach(request, open_ticket(account=account, key_id=key_id, endpoint=endpoint_of(request)))
-
-
-def open_ticket(*, account, key_id: int | None = None, endpoint: str | None = None) -> Ticket:
-    now = clock.utcnow()
-    start, end = month_bounds(now)
-    plan = account.plan
-    return Ticket(account_id=account.pk, requests_limit=plan.monthly_requests,
-                  bytes_limit=plan.monthly_bytes, month_start=start.date(), day=now.date(),
-                  resets_at=end, key_id=key_id, endpoint=endpoint)
-
-
-_endpoints: dict[tuple[str, str], str] = {}
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-_ENDPOINT_MAX_LENGTH = KeyEndpointUsage._meta.get_field("endpoint").max_length
-_ROUTE_PARAMETER = re.compile(r"<(?:[^>:]+:)?([^>]+)>")
-
-
-def endpoint_label(method: str, route: str) -> str:
-    """An endpoint as the customer reads it: the method and the URL pattern, its
-    parameters named (`GET /api/v1/streams/{exchange}/{base}/{quote}/status`), never the
-    raw path with its pair, so a pair's calls add up under one endpoint."""
-    if method not in _METHODS:
-        method = "OTHER"  # any token is a method to HTTP: never a line (or a cache entry) per made-up one
-    label = _endpoints.get((method, route))
-    if label is None:
-        label = (f"{method} /" + _ROUTE_PARAMETER.sub(r"{\1}", route))[:_ENDPOINT_MAX_LENGTH]
-        _endpoints[(method, route)] = label
-    return label
-
-
-@functools.lru_cache(maxsize=64)
-def _route_of_path(path: str) -> str | None:
-    """The URL pattern of a path, for requests answered before Django resolved them (the
-    event loop's routes: a handful of fixed paths)."""
-    try:
-        return resolve(path).route
-    except Resolver404:
-        return None
-
-
-def endpoint_of(request) -> str | None:
-    """The endpoint (`endpoint_label`) of a request: its resolved URL pattern, the one the
-    view it reaches (or the view a loop answer stands in for) is routed by."""
-    request = getattr(request, "_request", request)
-    match = getattr(request, "resolver_match", None)
-    route = match.route if match is not None else _route_of_path(request.path_info)
-    return endpoint_label(request.method, route) if route else None
-
-
-def read_month(ticket: Ticket) -> Ticket:
-    row = fetch_one_prepared(_READ_MONTH, [ticket.account_id, ticket.month_start])
-    ticket.requests_used, ticket.bytes_used = row if row else (0, 0)
-    return ticket
-
-
-@dataclass(frozen=True)
-class KeyEndpointCount:
-    """This month's requests and bytes of one key on one endpoint."""
-
-    key_lookup_id: str
-    key_name: str
-    key_revoked: bool
-    endpoint: str
-    requests: int
-    bytes: int
-    last_request_ms: int
-
-
-@dataclass(frozen=True)
-class UsageRead:
-    streamed_pairs: int
-    per_key_endpoint: list[KeyEndpointCount]
-
-
-def read_usage(ticket: Ticket) -> UsageRead:
-    """The month's counters onto the ticket, the pairs the account streams now and the
-    month per key and endpoint, in one statement (/me/usage)."""
-    return _usage_onto(ticket, fetch_prepared(_READ_USAGE, _usage_params(ticket)))
-
-
-async def read_usage_on_loop(ticket: Ticket) -> UsageRead:
-    """`read_usage` from the event loop (config.db.fetch_prepared_on_loop)."""
-    return _usage_onto(ticket, await fetch_prepared_on_loop(_READ_USAGE, _usage_params(ticket)))
-
-
-def _usage_params(ticket: Ticket) -> list:
-    return [ticket.account_id, ticket.account_id, ticket.month_start, ticket.account_id, ticket.month_start]
-
-
-def _usage_onto(ticket: Ticket, rows: list[tuple]) -> UsageRead:
-    requests, bytes_, streamed_pairs = rows[0][:3]
-    ticket.requests_used, ticket.bytes_used = requests or 0, bytes_ or 0
-    return UsageRead(streamed_pairs=streamed_pairs, per_key_endpoint=[
-        KeyEndpointCount(key_lookup_id=row[3], key_name=row[4], key_revoked=bool(row[5]), endpoint=row[6],
-                         requests=row[7], bytes=row[8], last_request_ms=row[9])
-        for row in rows if row[6] is not None])
-
-
 def count_request(ticket: Ticket) -> bool:
     """Count the request if the month is under both limits; False when it is not (429)."""
     if ticket.requests_limit <= 0 or ticket.bytes_limit <= 0:

@@ -4,7 +4,7 @@ from config.api.errors import InternalError, TemporarilyUnavailable, dependency_
 from config.api.media import CONTENT_TYPES, TOON
 from config.api.middleware import error_response
 
-from . import metering
+from . import metering, tickets, usage
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ class MeteringMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        ticket = metering.ticket_of(request)
+        ticket = tickets.ticket_of(request)
         if ticket is None:
             return response
         try:
@@ -39,7 +39,7 @@ class MeteringMiddleware:
                         # a failure (the database's, often): no quota headers rather than a
                         # second wait on what just failed
                         return response
-                    metering.read_month(ticket)
+                    usage.read_month(ticket)
             elif response.streaming:
                 counter = self._counting_async if response.is_async else self._counting
                 response.streaming_content = counter(response.streaming_content, ticket)

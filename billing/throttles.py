@@ -5,7 +5,7 @@ from rest_framework.throttling import BaseThrottle
 
 from config import clock
 
-from . import metering
+from . import metering, tickets, usage
 
 
 class MonthlyQuota(BaseThrottle):
@@ -15,14 +15,14 @@ class MonthlyQuota(BaseThrottle):
     `counted_when_served` are counted as their answer leaves (billing.metering.count_served)."""
 
     def allow_request(self, request, view) -> bool:
-        self.ticket = metering.ticket_of(request)
+        self.ticket = tickets.ticket_of(request)
         if self.ticket is None or not getattr(view, "metered", True):
             return True
         if getattr(view, "counted_when_served", False):
             # counted with its body in one statement as it leaves (MeteringMiddleware),
             # refused here only when this process saw the month used up a moment ago
             if metering.refused_lately(self.ticket):
-                metering.read_month(self.ticket)
+                usage.read_month(self.ticket)
                 return False
             self.ticket.count_when_served = True
             return True

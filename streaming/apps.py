@@ -5,7 +5,7 @@ class StreamingConfig(AppConfig):
     name = "streaming"
 
     def ready(self):
-        from billing.metering import streamed_pairs_table_install
+        from billing.usage import streamed_pairs_table_install
 
         from . import receivers  # noqa: F401  publishes what the apps below it announce
         from .models import StreamSubscription

@@ -8,6 +8,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from billing import metering
+from billing.tickets import open_ticket
 from billing.models import UsageCounter
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -34,7 +35,7 @@ def groups(monkeypatch):
 def serve_at_once(account, sizes):
     """Each size counted by its own thread, all released together: (ticket, outcome) each,
     the outcome True, False (refused) or the exception raised."""
-    tickets = [metering.open_ticket(account=account) for _ in sizes]
+    tickets = [open_ticket(account=account) for _ in sizes]
     outcomes = [None] * len(sizes)
     start = threading.Barrier(len(sizes))
 
@@ -75,7 +76,7 @@ def test_answers_served_at_once_are_counted_exactly_each_with_the_counts_of_its_
 
 
 def month_so_far(account, requests, bytes_):
-    UsageCounter.objects.create(account=account, period="month", period_start=metering.open_ticket(
+    UsageCounter.objects.create(account=account, period="month", period_start=open_ticket(
         account=account).month_start, requests=requests, bytes=bytes_)
 
 
@@ -131,7 +132,7 @@ def test_an_answer_counted_inside_a_transaction_is_counted_alone(account, monkey
 
     monkeypatch.setattr(metering._CountingLane, "count", no_lane)
     with transaction.atomic():
-        assert metering.count_served(metering.open_ticket(account=account), 100)
+        assert metering.count_served(open_ticket(account=account), 100)
     assert rows(account)["month"] == (1, 100)
 
 
@@ -143,7 +144,7 @@ def test_answers_of_several_keys_and_endpoints_counted_together_each_count_to_th
     endpoints = ["GET /api/v1/streams/{exchange}/{base}/{quote}/status", "POST /api/v1/market/candlestick"]
     where = [(keys[i % 2].pk, endpoints[(i // 2) % 2]) for i in range(ANSWERS)]
     sizes = [100 + i for i in range(ANSWERS)]
-    tickets = [metering.open_ticket(account=account, key_id=key_id, endpoint=endpoint) for key_id, endpoint in where]
+    tickets = [open_ticket(account=account, key_id=key_id, endpoint=endpoint) for key_id, endpoint in where]
     outcomes = [None] * ANSWERS
     start = threading.Barrier(ANSWERS)
 

@@ -4,6 +4,7 @@ import pytest
 from django.test import Client
 
 from billing import metering
+from billing.tickets import open_ticket
 from config import clock
 
 
@@ -16,7 +17,7 @@ def signed_in(account):
 
 def _spend(account, when, requests, size):
     for _ in range(requests):
-        ticket = metering.open_ticket(account=account)
+        ticket = open_ticket(account=account)
         ticket.day = when.date()
         ticket.month_start = when.date().replace(day=1)
         assert metering.count_request(ticket)

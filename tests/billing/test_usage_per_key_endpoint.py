@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_key_create
-from billing import metering
+from billing import metering, tickets, usage
 from billing.models import KeyEndpointUsage, UsageCounter
 from market.services import catalog_seed_demo
 
@@ -86,9 +86,10 @@ def test_counting_per_key_adds_no_round_trip(account, keys, monkeypatch):
     research.get("/api/v1/streams/binance/BTC/USDT/status")  # warm: key verified, account read
     research.get("/api/v1/streams")
     statements = []
-    for name in ("fetch_prepared", "fetch_one_prepared"):
-        original = getattr(metering, name)
-        monkeypatch.setattr(metering, name, lambda sql, params, _original=original, **kw: (
+    for module, name in ((metering, "fetch_prepared"), (metering, "fetch_one_prepared"),
+                         (usage, "fetch_prepared"), (usage, "fetch_one_prepared")):
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda sql, params, _original=original, **kw: (
             statements.append(sql), _original(sql, params, **kw))[1])
     research.get("/api/v1/streams/binance/BTC/USDT/status")
     assert len(statements) == 1, statements
@@ -99,9 +100,9 @@ def test_counting_per_key_adds_no_round_trip(account, keys, monkeypatch):
 
 
 def test_the_endpoint_is_the_route_not_the_raw_path():
-    assert metering.endpoint_label("GET", "api/v1/streams/<str:exchange>/<str:base>/<str:quote>/status") == STATUS
-    assert metering.endpoint_label("POST", "api/v1/market/candlestick") == "POST /api/v1/market/candlestick"
-    assert metering.endpoint_label("X" * 300, "api/v1/streams") == "OTHER /api/v1/streams"
+    assert tickets.endpoint_label("GET", "api/v1/streams/<str:exchange>/<str:base>/<str:quote>/status") == STATUS
+    assert tickets.endpoint_label("POST", "api/v1/market/candlestick") == "POST /api/v1/market/candlestick"
+    assert tickets.endpoint_label("X" * 300, "api/v1/streams") == "OTHER /api/v1/streams"
 
 
 def test_a_made_up_method_on_a_counted_endpoint_is_counted_under_other(account, keys):

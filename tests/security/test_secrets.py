@@ -99,7 +99,7 @@ def provoke_500(monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("usage store exploded")
 
-    monkeypatch.setattr("billing.metering.read_usage", explode)
+    monkeypatch.setattr("billing.usage.read_usage", explode)
     monkeypatch.setattr("billing.views.usage_month", explode)
 
 
