@@ -132,8 +132,8 @@ def _flipping(r, near):
 
 
 def _vacuuming(r, near):
-    p = {"depth_ratio": r.uniform(1.5, 4.0), "n_children": r.randint(3, 6), "build_ms": r.randint(500, 8000),
-         "rest_ms": r.randint(2000, 30_000), "removed_fraction": r.uniform(0.5, 1.0), "pull_ms": r.randint(0, 1000),
+    p = {"depth_ratio": r.uniform(1.5, 4.0), "n_children": r.randint(3, 6), "build_ms": r.randint(300, 4000),
+         "rest_ms": r.randint(2000, 12_000), "removed_fraction": r.uniform(0.5, 1.0), "pull_ms": r.randint(0, 1000),
          "move_factor": r.uniform(1.0, 3.0), "move_delay_ms": r.randint(50, 3500),
          "executed_share": 0.0, "other_side_drop": 0.0}
     if near == "depth_ratio":

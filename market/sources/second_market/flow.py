@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from statistics import median
 
 from ..events import BUY, SELL
@@ -34,6 +35,8 @@ class Sim:
         self.out: list = []
         self._imb = 0.0
         self._imb_at = -1
+        # one sample a second of each side's top-10 depth: the last 30 minutes' baseline
+        self.depth10 = {"bid": deque(maxlen=1800), "ask": deque(maxlen=1800)}
         self._seed_book()
 
     # --- scheduling --------------------------------------------------------------
@@ -85,6 +88,10 @@ class Sim:
         """DETECTION.md's large add: max(5 x median level at that distance, 15 % of top-20 depth)."""
         return max(5 * self.median_level(name, d), 0.15 * self.book.depth(self.book.side(name), 20))
 
+    def baseline_depth10(self, name: str) -> float:
+        hist = self.depth10[name]
+        return median(hist) if hist else self.book.depth(self.book.side(name), 10)
+
     def taker_second(self) -> float:
         return self.p.rate_market * self.p.market_lots
 
@@ -128,7 +135,7 @@ class Sim:
             return
         dev = self.fair - m2 / 2
         scale = max(1.0, 0.5 * self.sigma)
-        p_buy = 0.5 + 0.35 * math.tanh(dev / scale) + 0.15 * self.imbalance()
+        p_buy = 0.5 + 0.3 * math.tanh(dev / scale) + 0.3 * self.imbalance()
         taker = BUY if r.random() < p_buy else SELL
         lots = max(1, int(self.p.market_lots * r.lognormvariate(0.0, 0.9)))
         limit = None
@@ -200,6 +207,8 @@ class Sim:
             if ms >= next_trim:
                 self._trim()
                 next_trim = ms + 1000
+                self.depth10["bid"].append(bk.depth(bk.bid, 10))
+                self.depth10["ask"].append(bk.depth(bk.ask, 10))
             u = r.random() * w
             if u < p.rate_add:
                 self._add()

@@ -14,7 +14,7 @@ DETECTION.md's definition of it in the way honest trading does. Plain Python.
 
 from __future__ import annotations
 
-from .schemes import _distinct, _finish, _pull_plan, _spread_times, _sweep_until, _taker_against
+from .schemes import bg_best, _distinct, _finish, _pull_plan, _spread_times, _sweep_until, _taker_against
 
 
 def draw_negative(r, kind: str) -> dict:
@@ -53,15 +53,6 @@ def draw_negative(r, kind: str) -> dict:
     return p
 
 
-def _bg_best(side):
-    """The touch without our own orders: a ladder keyed to itself would chase itself."""
-    for k in side.keys:
-        t = -side.sign * k
-        if side.background(t) > 0:
-            return t
-    return side.best()
-
-
 def following_ladder(sim, rec, t0):
     P, bk, r = rec.params, sim.book, sim.rng
     side = bk.side(rec.side)
@@ -70,7 +61,7 @@ def following_ladder(sim, rec, t0):
     st = {"orders": [], "reposts": 0}
 
     def post(ms, offs):
-        best = _bg_best(side)
+        best = bg_best(side)
         used: set = set()
         for off in offs:
             tick = _distinct(side, best - side.sign * off, used, 1)
@@ -103,7 +94,7 @@ def following_ladder(sim, rec, t0):
             P["reposts"] = st["reposts"]
             _finish(sim, rec, ms + P["fade_ms"] + 1)
             return
-        if _bg_best(side) != st["touch"]:
+        if bg_best(side) != st["touch"]:
             live = [o for o in st["orders"] if o.lots]
             for o in live:
                 bk.pull_own(o, None, ms)

@@ -61,6 +61,34 @@ def _finish(sim, rec, at: int) -> None:
     sim.schedule(at, act)
 
 
+def bg_best(side):
+    """The touch without our own orders."""
+    for k in side.keys:
+        t = -side.sign * k
+        if side.background(t) > 0:
+            return t
+    return side.best()
+
+
+def _watch(sim, rec, start: int, end: int, pull, touch: bool = True, fill_share: float = 0.0) -> None:
+    """A spoofer watches its layers: once the price reaches one (or takers fill any) it
+    pulls at once rather than be executed; DETECTION.md's "cancelled once price moved"."""
+    side = sim.book.side(rec.side)
+
+    def check(ms):
+        if ms >= end or rec.params.get("pulled_early") is not None:
+            return
+        best = bg_best(side)
+        filled = sum(o.filled for o, _, _ in rec.orders)
+        if filled > fill_share * sum(o.placed for o, _, _ in rec.orders) or (
+                touch and any(o.lots and (o.tick - best) * side.sign >= 0 for o, _, _ in rec.orders)):
+            rec.params["pulled_early"] = True
+            pull(ms)
+            return
+        sim.schedule(ms + 100, check)
+    sim.schedule(start, check)
+
+
 def layering(sim, rec, t0: int) -> None:
     P, bk, r = rec.params, sim.book, sim.rng
     side = bk.side(rec.side)
@@ -99,6 +127,8 @@ def layering(sim, rec, t0: int) -> None:
         sim.schedule(pull_at - r.randint(50, min(P["rest_ms"], 3000)), opposite)
 
     def begin_pull(ms):
+        if "resting_at_pull" in P:
+            return
         P["resting_at_pull"] = rec.resting_share()
         frac, share = P["removed_fraction"], P["cluster_share"]
         cluster, tail = {}, {}
@@ -114,6 +144,8 @@ def layering(sim, rec, t0: int) -> None:
             at = r.randint(min(last + 200, limit), max(limit, last + 200))
             last = _pull_plan(sim, rec, at, tail, r.randint(0, 1000), r.randint(1, 2))
         _finish(sim, rec, last + 1)
+    if P.get("near_miss") != "collapse_window":
+        _watch(sim, rec, build_end + 1, pull_at, begin_pull)
     sim.schedule(pull_at, begin_pull)
 
 
@@ -139,6 +171,8 @@ def flipping(sim, rec, t0: int) -> None:
         sim.schedule(ts, place(i))
 
     def begin_pull(ms):
+        if "resting_at_pull" in P:
+            return
         P["resting_at_pull"] = rec.resting_share()
         amounts = {o: min(o.lots, round(P["cancel_fraction"] * o.placed)) for o, _, _ in rec.orders}
         last = _pull_plan(sim, rec, ms, amounts, P["pull_spread_ms"], n)
@@ -167,6 +201,8 @@ def flipping(sim, rec, t0: int) -> None:
                 rec.act(ms2)
             sim.schedule(flip_at, mirror)
             _finish(sim, rec, flip_at + 1)
+    if P.get("near_miss") != "life_ms":
+        _watch(sim, rec, t0 + P["child_spread_ms"] + 1, t0 + P["life_ms"], begin_pull, touch=False, fill_share=0.05)
     sim.schedule(t0 + P["life_ms"], begin_pull)
 
 
@@ -187,19 +223,24 @@ def vacuuming(sim, rec, t0: int) -> None:
     n = P["n_children"]
     times = _spread_times(r, t0, P["build_ms"], n)
     weights = [r.uniform(0.5, 1.5) for _ in range(n)]
-    ranks = sorted(r.sample(range(2, 11), n))  # behind the touch, inside the top 10
+    ranks = sorted(r.sample(range(3, 11), n))  # behind the touch, inside the top 10
     state: dict = {}
 
     def place(i):
         def act(ms):
             if not state:
-                state["base"] = bk.depth(side, 10)
-                P["baseline_top10"] = bk.qty(state["base"])
+                state["base"] = sim.baseline_depth10(rec.side)
+                P["baseline_top10"] = bk.qty(int(state["base"]))
             best = side.best()
             tick = side.tick_at_rank(ranks[i]) if sim.p.cls == "sparse" else _tick_behind(side, best, ranks[i] - 1)
             if tick is None:
                 tick = _tick_behind(side, best, ranks[i] - 1)
-            lots = max(1, int((P["depth_ratio"] - 1) * state["base"] * weights[i] / sum(weights)))
+            # aim at ratio x baseline given the background as it is now: it drifts meanwhile
+            edge = side.tick_at_rank(10)
+            own = sum(o.lots for o, _, _ in rec.orders if edge is None or (o.tick - edge) * side.sign >= 0)
+            background = bk.depth(side, 10) - own
+            goal = (P["depth_ratio"] * state["base"] - background) * sum(weights[:i + 1]) / sum(weights)
+            lots = max(1, int(goal - own))
             rec.add(bk.place_own(rec.side, tick, lots, ms, "child"), abs(best - tick), side.rank_of(tick) - 1)
         return act
 
@@ -220,7 +261,10 @@ def vacuuming(sim, rec, t0: int) -> None:
         sim.schedule(pull_at - r.randint(100, 900), sweep)
 
     def begin_pull(ms):
+        if "resting_at_pull" in P:
+            return
         P["resting_at_pull"] = rec.resting_share()
+        P["ratio_at_pull"] = round(bk.depth(side, 10) / max(1, state.get("base", 1)), 3)
         state["mid2"] = bk.mid2()
         target = P["removed_fraction"] * sum(o.placed for o, _, _ in rec.orders)
         amounts = {}
@@ -258,6 +302,8 @@ def vacuuming(sim, rec, t0: int) -> None:
             rec.act(ms2)
             _finish(sim, rec, ms2 + 1)
         sim.schedule(move_at, move)
+    if not P["executed_share"] and P.get("near_miss") != "rest_ms":
+        _watch(sim, rec, build_end + 2000, pull_at, begin_pull)
     sim.schedule(pull_at, begin_pull)
 
 
