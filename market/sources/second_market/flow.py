@@ -104,10 +104,13 @@ class Sim:
             r = self.rng
             self.drift = (r.choice((-1, 1)) * r.uniform(0.05, 0.25) * self.sigma) if r.random() < 0.35 else 0.0
             self.regime_end = self.now + int(r.expovariate(1 / 150.0) * 1000) + 1000
-        remaining = max((self.t1 - self.now) / 1000.0, 120.0)
-        bridge = (self.target - self.fair) / remaining
-        pressure = 1.0 * self.imbalance() * self.sigma
-        self.fair += (self.drift + bridge + pressure) * dt + self.sigma * math.sqrt(dt) * self.rng.gauss(0.0, 1.0)
+        # a bridge to the next hour's anchor (trends fade out before it) keeps the price
+        # continuous across hours that are simulated independently
+        left = (self.t1 - self.now) / 1000.0
+        bridge = (self.target - self.fair) / max(left, 2.0)
+        drift = self.drift * min(1.0, left / 600.0)
+        pressure = 1.0 * self.imbalance() * self.sigma * min(1.0, left / 60.0)
+        self.fair += (drift + bridge + pressure) * dt + self.sigma * math.sqrt(dt) * self.rng.gauss(0.0, 1.0)
 
     def _add(self) -> None:
         bk = self.book

@@ -54,7 +54,7 @@ SPARSE_PROFILE = PairProfile(
 DENSE_PROFILE = PairProfile(
     cls=DENSE, tick=0.0001, price_decimals=4, lot=1.0, qty_decimals=0, price=0.5,
     visible_levels=25, keep_levels=60, max_depth_ticks=70, near_share=0.6, near_mean_ticks=6.0,
-    far_ticks=55, level_lots=4000.0, depth_growth=1.0, half_spread_ticks=0.5, sigma_ticks_1s=0.35,
+    far_ticks=55, level_lots=4000.0, depth_growth=1.0, half_spread_ticks=0.25, sigma_ticks_1s=0.35,
     rate_add=42.0, rate_cancel=36.0, rate_market=6.0, rate_requote=4.0, market_lots=2500.0,
     target_levels=50, far_offset_ticks=(12, 24))
 
