@@ -63,8 +63,8 @@ scripts did: `parameters["orders"]` lists every child order with price, quantity
 filled and cancelled quantity, distance in ticks and in visible levels.
 
 Hard negatives (scheme None): following_ladder, iceberg, quote_refresh, filled_wall,
-far_patient (cancelled after minutes), two_sided_pull (side "both"), sweep (see
-negatives.py).
+far_patient (cancelled after minutes), two_sided_pull (side "both"), sweep, scroll_out
+(see negatives.py).
 """
 
 from .episodes import Episode

@@ -13,7 +13,7 @@ from ..events import PairRef
 
 SCHEMES = ("layering", "flipping", "vacuuming")
 NEGATIVES = ("following_ladder", "iceberg", "quote_refresh", "filled_wall", "far_patient",
-             "two_sided_pull", "sweep")
+             "two_sided_pull", "sweep", "scroll_out")
 NEAR_MISS_SHARE = 0.25
 NEAR_MISSES = {
     "layering": ("n_levels", "build_ms", "behind_ticks", "removed_fraction", "collapse_window", "size_factor"),

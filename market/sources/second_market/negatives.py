@@ -10,7 +10,9 @@ DETECTION.md's definition of it in the way honest trading does. Plain Python.
 - far_patient: large orders far from the touch, cancelled after minutes.
 - two_sided_pull: unusual depth on both sides, both pulled together (a market maker
   stepping back, not a one-sided vacuum).
-- sweep: unusual depth taken by an aggressive order (removed, but executed)."""
+- sweep: unusual depth taken by an aggressive order (removed, but executed).
+- scroll_out: large levels near the bottom of the visible window that leave the feed when
+  the price moves away (the view moved; nothing was cancelled)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,10 @@ def draw_negative(r, kind: str) -> dict:
         p = {"depth_ratio": r.uniform(1.5, 3.0), "n_children": r.randint(2, 5), "build_ms": r.randint(500, 5000),
              "rest_ms": r.randint(2000, 20_000), "sweep_orders": r.randint(1, 3), "sweep_ms": r.randint(0, 800),
              "executed_share": r.uniform(0.6, 1.0)}
+        p["duration_ms"] = p["build_ms"] + p["rest_ms"] + 3000
+    elif kind == "scroll_out":
+        p = {"n_levels": r.randint(2, 3), "size_factor": r.uniform(1.1, 3.0), "build_ms": r.randint(0, 2000),
+             "rest_ms": r.randint(2000, 15_000), "move_share": r.uniform(0.15, 0.5)}
         p["duration_ms"] = p["build_ms"] + p["rest_ms"] + 3000
     else:
         raise ValueError(kind)
@@ -225,7 +231,7 @@ def _build_depth(sim, rec, t0, names):
                 if name not in base:
                     base[name] = bk.depth(side, 10)
                 best = side.best()
-                rank = r.randint(1, 8)
+                rank = r.randint(2, 8)
                 tick = side.tick_at_rank(rank) or best
                 lots = max(1, int((P["depth_ratio"] - 1) * base[name] / n))
                 rec.add(bk.place_own(name, tick, lots, ms, "child"), abs(best - tick), rank - 1)
@@ -258,6 +264,38 @@ def sweep(sim, rec, t0):
     _finish(sim, rec, times[-1] + 1)
 
 
+def scroll_out(sim, rec, t0):
+    P, bk, r = rec.params, sim.book, sim.rng
+    side = bk.side(rec.side)
+    n_vis = sim.p.visible_levels
+    used: set = set()
+    for ts in _spread_times(r, t0, P["build_ms"], P["n_levels"]):
+        def place(ms):
+            rank = r.randint(n_vis - 6, n_vis - 2)
+            tick = _distinct(side, side.tick_at_rank(rank) or side.best(), used, 1)
+            d = abs(side.best() - tick)
+            lots = max(1, int(P["size_factor"] * sim.large_lots(rec.side, d)))
+            rec.add(bk.place_own(rec.side, tick, lots, ms, "deep"), d, side.rank_of(tick) - 1)
+        sim.schedule(ts, place)
+
+    def move(ms):
+        # the price runs away from the deep levels by a share of the window's span
+        live = [o for o, _, _ in rec.orders if o.lots]
+        best = side.best()
+        need = n_vis - min(side.rank_of(o.tick) for o in live) + 1  # new levels that push them out
+        shift = max(need + 1, int(P["move_share"] * max(abs(best - o.tick) for o in live)))
+        other = bk.other(rec.side)
+        bk.market(_taker_against("ask" if rec.side == "bid" else "bid"), 10**12, ms, other.best() + side.sign * shift)
+        step = max(1, shift // (need + 1))
+        for k in range(1, need + 1):
+            bk.add_limit(rec.side, best + side.sign * k * step, sim._lots(0))
+        sim.fair += side.sign * shift
+        P["shift_ticks"] = shift
+        rec.act(ms, collapse=True)
+        _finish(sim, rec, ms + 1)
+    sim.schedule(t0 + P["build_ms"] + P["rest_ms"], move)
+
+
 SCRIPTS = {"following_ladder": following_ladder, "iceberg": iceberg, "quote_refresh": quote_refresh,
            "filled_wall": filled_wall, "far_patient": far_patient, "two_sided_pull": two_sided_pull,
-           "sweep": sweep}
+           "sweep": sweep, "scroll_out": scroll_out}
