@@ -142,10 +142,12 @@ class Sim:
         taker = BUY if r.random() < p_buy else SELL
         lots = max(1, int(self.p.market_lots * r.lognormvariate(0.0, 0.9)))
         limit = None
-        if taker == BUY and dev > scale and r.random() < 0.5:
-            lots, limit = 10**12, math.floor(self.fair)  # catch up with a fair value that ran ahead
-        elif taker == SELL and dev < -scale and r.random() < 0.5:
-            lots, limit = 10**12, math.ceil(self.fair)
+        # now and then a taker catches up with a fair value that ran ahead (stale quotes are
+        # mostly cancelled by their makers instead: see _requote)
+        if taker == BUY and dev > scale and r.random() < 0.25:
+            lots, limit = 10**12, math.floor(self.fair - 0.5 * scale)
+        elif taker == SELL and dev < -scale and r.random() < 0.25:
+            lots, limit = 10**12, math.ceil(self.fair + 0.5 * scale)
         bk.market(taker, lots, self.now, limit)
 
     def _requote(self) -> None:
@@ -156,6 +158,12 @@ class Sim:
         if len(side.keys) < 10:
             return
         ref = self.ref_tick(name)
+        stale = [k for k in side.keys[:4] if (-side.sign * k - ref) * side.sign > 0]
+        for k in stale:  # quotes the fair value has moved through go first
+            t = -side.sign * k
+            moved = side.cancel_background(t, side.background(t))
+            if moved:
+                bk.add_limit(name, ref - side.sign * int(r.expovariate(1.0 / self.p.near_mean_ticks)), moved)
         for k in r.sample(side.keys[:8], r.randint(2, 4)):
             t = -side.sign * k
             moved = side.cancel_background(t, side.background(t))

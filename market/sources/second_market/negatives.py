@@ -280,9 +280,9 @@ def scroll_out(sim, rec, t0):
 
     def move(ms):
         # the price runs away from the deep levels by a share of the window's span
-        live = [o for o, _, _ in rec.orders if o.lots]
+        live = [o for o, _, _ in rec.orders if o.lots] or [o for o, _, _ in rec.orders]
         best = side.best()
-        need = n_vis - min(side.rank_of(o.tick) for o in live) + 1  # new levels that push them out
+        need = max(0, n_vis - min(side.rank_of(o.tick) for o in live) + 1)  # new levels that push them out
         shift = max(need + 1, int(P["move_share"] * max(abs(best - o.tick) for o in live)))
         other = bk.other(rec.side)
         bk.market(_taker_against("ask" if rec.side == "bid" else "bid"), 10**12, ms, other.best() + side.sign * shift)
