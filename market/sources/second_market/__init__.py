@@ -46,11 +46,19 @@ that distance, 15 % of top-20 depth); sizes are drawn as size_factor x that boun
 | flipping | flip_size | aggressive >= max(20 % size, 3 x taker second) or mirror >= 50 % | 1.1-2.5 x that / mirror 0.55-1.5 | 0.3-0.8 x / mirror 0.15-0.42 |
 | vacuuming | depth_ratio | top-10 >= 1.5 x baseline | 1.5-4.0 | 1.1-1.4 |
 | vacuuming | rest_ms | resting >= 2 s | 2-12 s | 0.3-1.8 s |
-| vacuuming | pull_ms | >= 50 % removed within 1 s | 0-1 s | 1.5-4 s |
+| vacuuming | pull_ms | >= 50 % removed within 1 s | 0.02-1 s | 1.5-4 s |
 | vacuuming | removed_fraction | >= 50 % removed | 0.5-1.0 of what was added | 0.2-0.45 |
 | vacuuming | executed | <= 20 % executed | none scripted | a sweep fills 30-60 % first |
 | vacuuming | other_side | other side fell < 20 % | untouched | 25-50 % of its top 10 cancelled |
 | vacuuming | mid move | >= max(1 tick, 0.5 sigma) into the gap in 5 s | 1-3 x that, 0.05-3.5 s after the pull | (not drawn: background can move it anyway) |
+
+Readings of what DETECTION.md leaves open: layering's "within 60 s" is counted from the
+last add (a pull that starts later is the near miss; patient orders cancelled after
+minutes are a hard negative); vacuuming's ">= 50 % removed" is a share of the depth the
+episode added (`ratio_at_pull` records the side's top-10 depth over its baseline when the
+pull began); a flipping add is one large order at one price sent as 2-3 child orders
+20-300 ms apart; the flip's 1 s runs from the cancel and the draw keeps pull and flip
+inside 1 s of the first cancel, so either reading holds.
 
 Baselines are the generator's own: median visible level size in the distance bucket
 (0-2, 3-10, 11-25, 26+ ticks), top-20 depth and the median of one-per-second top-10

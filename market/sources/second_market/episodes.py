@@ -109,9 +109,9 @@ def _layering(r, near):
 
 
 def _flipping(r, near):
-    pull_spread, flip_spread = r.randint(0, 300), r.randint(0, 150)
+    pull_spread, flip_spread = r.randint(20, 300), r.randint(0, 150)
     p = {"touch_distance": r.randint(0, 2), "n_children": r.randint(2, 3), "size_factor": r.uniform(1.1, 3.0),
-         "child_spread_ms": r.randint(0, 300), "life_ms": r.randint(300, 9500), "pull_spread_ms": pull_spread,
+         "child_spread_ms": r.randint(20, 300), "life_ms": r.randint(300, 9500), "pull_spread_ms": pull_spread,
          "cancel_fraction": r.uniform(0.8, 1.0), "mode": r.choice(("aggressive", "mirror")),
          "flip_spread_ms": flip_spread, "flip_latency_ms": r.randint(0, 1000 - pull_spread - flip_spread - 1),
          "flip_factor": r.uniform(1.1, 2.5), "mirror_ratio": r.uniform(0.55, 1.5)}
@@ -133,7 +133,7 @@ def _flipping(r, near):
 
 def _vacuuming(r, near):
     p = {"depth_ratio": r.uniform(1.5, 4.0), "n_children": r.randint(3, 6), "build_ms": r.randint(300, 4000),
-         "rest_ms": r.randint(2000, 12_000), "removed_fraction": r.uniform(0.5, 1.0), "pull_ms": r.randint(0, 1000),
+         "rest_ms": r.randint(2000, 12_000), "removed_fraction": r.uniform(0.5, 1.0), "pull_ms": r.randint(20, 1000),
          "move_factor": r.uniform(1.0, 3.0), "move_delay_ms": r.randint(50, 3500),
          "executed_share": 0.0, "other_side_drop": 0.0}
     if near == "depth_ratio":
