@@ -209,6 +209,19 @@ class Book:
         side.remove(o.tick, lots)
         return lots
 
+    def move_own(self, o: Order, tick: int) -> None:
+        """Re-peg an order to another price (cancel and re-add as one order for the label)."""
+        side = self.side(o.side)
+        orders = [x for x in side.own.get(o.tick, ()) if x is not o]
+        if orders:
+            side.own[o.tick] = orders
+        else:
+            side.own.pop(o.tick, None)
+        side.remove(o.tick, o.lots)
+        o.tick, o.ahead = tick, side.qty.get(tick, 0)
+        side.own.setdefault(tick, []).append(o)
+        side.add(tick, o.lots)
+
     def release_own(self, o: Order) -> None:
         """Hand what is left of an order to the background (it simply keeps resting)."""
         side = self.side(o.side)

@@ -269,7 +269,8 @@ def vacuuming(sim, rec, t0: int) -> None:
         target = P["removed_fraction"] * sum(o.placed for o, _, _ in rec.orders)
         amounts = {}
         # the nearest children go first: what stays rests deepest, out of the price's way
-        for o, d, _ in sorted(rec.orders, key=lambda x: x[1]):
+        best = side.best()
+        for o, _, _ in sorted(rec.orders, key=lambda x: (best - x[0].tick) * side.sign):
             take = int(min(o.lots, max(0, target)))
             amounts[o] = take
             target -= take
@@ -290,11 +291,18 @@ def vacuuming(sim, rec, t0: int) -> None:
                 if own:
                     limit = max(limit, max(own) + 1)
                 bk.market(SELL, 10**12, ms2, limit)
+                # sellers also quote down into the hole (what still rests may stop the sweep)
+                goal = math.floor(state["mid2"] - 2 * needed - bk.bid.best())
+                if bk.ask.best() > goal:
+                    bk.add_limit("ask", max(goal, bk.bid.best() + 1), sim._lots(0))
             else:
                 limit = math.ceil(state["mid2"] + 2 * needed - bk.bid.best()) - 1
                 if own:
                     limit = min(limit, min(own) - 1)
                 bk.market(BUY, 10**12, ms2, limit)
+                goal = math.ceil(state["mid2"] + 2 * needed - bk.ask.best())
+                if bk.bid.best() < goal:
+                    bk.add_limit("bid", min(goal, bk.ask.best() - 1), sim._lots(0))
             m2 = bk.mid2()
             sim.fair = m2 / 2  # the traders take the new price: it stays moved
             P["mid_move_ticks"] = (m2 - state["mid2"]) / 2
@@ -304,6 +312,18 @@ def vacuuming(sim, rec, t0: int) -> None:
         sim.schedule(move_at, move)
     if not P["executed_share"] and P.get("near_miss") != "rest_ms":
         _watch(sim, rec, build_end + 2000, pull_at, begin_pull)
+
+    def peg(ms):
+        # the price drifting away would carry the depth out of the top 10: follow it
+        if ms >= pull_at - 300 or "resting_at_pull" in P:
+            return
+        for o, _, _ in rec.orders:
+            if o.lots and side.rank_of(o.tick) > 10:
+                tick = side.tick_at_rank(r.randint(3, 8))
+                if tick is not None and tick != o.tick:
+                    bk.move_own(o, tick)
+        sim.schedule(ms + 500, peg)
+    sim.schedule(build_end + 500, peg)
     sim.schedule(pull_at, begin_pull)
 
 
