@@ -65,8 +65,9 @@ Baselines are the generator's own: median visible level size in the distance buc
 depth samples over the last 30 minutes, at the moment the episode starts.
 
 A spoofer reacts like one: layers whose price the touch reaches (or that takers start to
-fill) are pulled at once, and a flipping order that gets more than 5 % filled is pulled
-early; what still rested at the pull is `resting_at_pull`. Labels are built from what the
+fill) are pulled at once, a flipping order that gets more than 5 % filled is pulled
+early, and vacuuming depth the price carried out of the top 10 is re-pegged into it; what
+still rested at the pull is `resting_at_pull`. Labels are built from what the
 scripts did: `parameters["orders"]` lists every child order with price, quantity, times,
 filled and cancelled quantity, distance in ticks and in visible levels.
 
