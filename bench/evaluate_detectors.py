@@ -3,7 +3,7 @@
     python bench/evaluate_detectors.py                  # everything below, ~4 min on 2 cores
     python bench/evaluate_detectors.py --seeds 101 102 103 --hours 2 --batches 0 100
 
-Three parts, one document:
+Four parts, one document:
 
 1. Real recordings (data/realdata/binance-spot, BTCUSDT and ETHUSDT): each recording is
    imported into the replay format and ingested by the service's own ingestion
@@ -13,7 +13,10 @@ Three parts, one document:
 2. Flow: the same measurements (`market.sources.flow_stats.flow_profile`) on the real
    recordings and on the simulator, per event and netted as Binance nets (100 ms).
 3. Held-out simulator seeds (thresholds were tuned on seeds 1-50 and checked on 51-100
-   only), per event and with the depth feed netted into batches (`--batches`)."""
+   only), per event and with the depth feed netted into batches (`--batches`).
+4. The second market (market/sources/second_market, written from DETECTION.md alone by
+   someone who had read neither the simulator nor the detectors), per pair class (sparse
+   high-priced books, dense truncated low-priced ones) and per feed, on held-out seeds."""
 
 from __future__ import annotations
 
@@ -35,6 +38,12 @@ HASH_SEEDS = (0, 1, 2)
 FLOW_SEED = 101
 FLOW_START_MS = 1_717_419_600_000  # the held-out evaluation's first hour (2024-06-03 13:00 UTC)
 FLOW_MINUTES = 10
+# the second market's pair classes (market/sources/second_market/profiles.py) and its held-out seeds
+SECOND_MARKET_PAIRS = {"sparse": "binance/BTC/USDT,coinbase/BTC/USD".split(","),
+                       "dense": "binance/XRP/USDT,binance/DOGE/USDT".split(",")}
+SECOND_MARKET_CLASSES = {"sparse": "high-priced pairs with a sparse 50-level book (tick 0.1)",
+                         "dense": "low-priced pairs with a dense book truncated to 25 levels (tick 0.0001)"}
+SECOND_MARKET_SEEDS = (9001, 9002, 9003)
 
 
 def ingest_recording(base: str) -> dict:
@@ -171,6 +180,10 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[0, 100],
                     help="depth batching of the simulated feed, ms (0: per event)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes (one (seed, pair) each)")
+    ap.add_argument("--second-seeds", type=int, nargs="+", default=list(SECOND_MARKET_SEEDS),
+                    help="held-out seeds of the second market (no threshold was chosen on them)")
+    ap.add_argument("--second-hours", type=float, default=1.0)
+    ap.add_argument("--skip-second", action="store_true", help="leave out the second market")
     ap.add_argument("--skip-real", action="store_true", help="leave out the real recordings")
     ap.add_argument("--out", default=str(ROOT / "docs" / "DETECTION_EVALUATION.md"))
     ap.add_argument("--ingest-recording", help=argparse.SUPPRESS)
@@ -208,6 +221,20 @@ def main(argv=None) -> int:
                 f"{args.episodes_per_hour:g} spoofing episodes and {args.episodes_per_hour:g} hard negatives per "
                 "pair-hour (SimulatorSource(seed, episodes_per_hour, hard_negatives=True)).", "",
                 markdown_table(res), ""]
+    if not args.skip_second:
+        for pair_class, class_pairs in SECOND_MARKET_PAIRS.items():
+            for batch_ms in args.batches:
+                res = evaluate(args.second_seeds, class_pairs, args.second_hours, True,
+                               episodes_per_hour=args.episodes_per_hour, processes=args.processes, batch_ms=batch_ms,
+                               market="second_market")
+                feed = "per event" if not batch_ms else f"netted in {batch_ms} ms batches (`net_depth`)"
+                doc += [f"## Second market, {SECOND_MARKET_CLASSES[pair_class]}, depth {feed}", "",
+                        "market/sources/second_market: written from DETECTION.md alone, by someone who had read "
+                        "neither the simulator nor the detectors. "
+                        f"Held-out seeds {', '.join(map(str, args.second_seeds))} (no threshold was chosen on them). "
+                        f"Pairs: {', '.join(res['pairs'])}; {args.second_hours:g} h per seed and pair after a "
+                        f"5-minute warm-up; {args.episodes_per_hour:g} spoofing episodes and as many look-alikes per "
+                        "pair-hour.", "", markdown_table(res), ""]
     doc += ["## How to read it", "",
             "Episodes: 75 % are clear cases of DETECTION.md's definition (every parameter inside its threshold), 25 % "
             "near misses that break exactly one threshold (parameters[\"near_miss\"]). Recall counts clear episodes; "
