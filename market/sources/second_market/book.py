@@ -211,12 +211,7 @@ class Book:
 
     def move_own(self, o: Order, tick: int) -> None:
         """Re-peg an order to another price (cancel and re-add as one order for the label)."""
-        side = self.side(o.side)
-        orders = [x for x in side.own.get(o.tick, ()) if x is not o]
-        if orders:
-            side.own[o.tick] = orders
-        else:
-            side.own.pop(o.tick, None)
+        side = self._detach(o)
         side.remove(o.tick, o.lots)
         o.tick, o.ahead = tick, side.qty.get(tick, 0)
         side.own.setdefault(tick, []).append(o)
@@ -224,12 +219,17 @@ class Book:
 
     def release_own(self, o: Order) -> None:
         """Hand what is left of an order to the background (it simply keeps resting)."""
+        self._detach(o)
+
+    def _detach(self, o: Order):
+        """Stop tracking `o` as an episode's own order at its price; its side."""
         side = self.side(o.side)
         orders = [x for x in side.own.get(o.tick, ()) if x is not o]
         if orders:
             side.own[o.tick] = orders
         else:
             side.own.pop(o.tick, None)
+        return side
 
     def market(self, taker: str, lots: int, ts: int, limit_tick: int | None = None) -> int:
         """A taker order walking the other side; stops at limit_tick. The lots executed."""
