@@ -253,10 +253,10 @@ class StatusSignals:
 
 @dataclass(frozen=True)
 class MetricStatus:
-    subscribed: bool
     state: str
     coverage_24h: float
     heartbeat_ms: int | None = None
+    subscribed: bool | None = None  # None in the feed's state-change events, which are the pair's, not the account's
 
 
 @dataclass(frozen=True)
@@ -266,20 +266,20 @@ class StreamStatus(Answer):
     exchange: str
     base: str
     quote: str
-    subscribed: bool
     state: str
     signals: StatusSignals
     metrics: dict[str, MetricStatus]
+    subscribed: bool | None = None  # None in the feed's state-change events, which are the pair's, not the account's
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any], **answer: Any) -> StreamStatus:
         signals = data["signals"]
         return cls(
-            exchange=data["exchange"], base=data["base"], quote=data["quote"], subscribed=data["subscribed"],
+            exchange=data["exchange"], base=data["base"], quote=data["quote"], subscribed=data.get("subscribed"),
             state=data["state"],
             signals=StatusSignals(coverage_24h=float(signals["coverage_24h"]), heartbeat_ms=signals.get("heartbeat_ms"),
                                   heartbeat_age_ms=signals.get("heartbeat_age_ms")),
-            metrics={name: MetricStatus(subscribed=m["subscribed"], state=m["state"],
+            metrics={name: MetricStatus(subscribed=m.get("subscribed"), state=m["state"],
                                         coverage_24h=float(m["coverage_24h"]), heartbeat_ms=m.get("heartbeat_ms"))
                      for name, m in data["metrics"].items()},
             **answer)
