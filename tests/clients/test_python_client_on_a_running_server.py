@@ -178,6 +178,20 @@ def test_every_method_sync_and_async_in_json_and_toon_answers_as_the_api(demo):
 
     for format in ("json", "toon"):
         assert_same_answers(asyncio.run(run_async(format)), in_json)
+
+    # the live feed, sync and async: it opens with the pair's status (no ingestion runs here;
+    # the feed across a restarted server is test_python_client_live_feed_on_a_running_server)
+    with Client(key, base) as client, client.live(SUBSCRIBED) as feed:
+        opening = next(feed)
+    assert opening.event == "status" and isinstance(opening.data, StreamStatus) and opening.data.base == "BTC"
+
+    async def first_event():
+        async with AsyncClient(key, base) as client:
+            async with client.live(SUBSCRIBED) as feed:
+                return await feed.__anext__()
+
+    opening = asyncio.run(first_event())
+    assert opening.event == "status" and opening.data.quote == "USDT"
     # the quota headers follow the account's counters call by call
     with Client(key, base) as client:
         first = client.candlestick("binance", "BTC-USDT", START, END).quota
@@ -248,6 +262,17 @@ def test_refusals_raise_their_typed_exception_with_the_envelope(demo):
                                                                        "pair": UNSUBSCRIBED}
         with pytest.raises(PaymentRequired):
             next(iter(client.live(UNSUBSCRIBED)))  # the feed is refused at connect alike
+
+    async def async_refusal():
+        async with AsyncClient(key, base) as client:
+            with pytest.raises(PaymentRequired) as raised:
+                await client.status(UNSUBSCRIBED)
+            assert raised.value.details["reason"] == "not_subscribed"
+            with pytest.raises(PaymentRequired):
+                await client.live(UNSUBSCRIBED).__anext__()
+
+    asyncio.run(async_refusal())
+    with Client(key, base) as client:
         with pytest.raises(NotFound) as raised:
             client.status("binance/NOPE/USDT")
         assert raised.value.status == 404 and raised.value.code == "not_found"
@@ -265,6 +290,8 @@ def test_refusals_raise_their_typed_exception_with_the_envelope(demo):
         with pytest.raises(Forbidden) as raised:
             client.pairs()
         assert raised.value.status == 403 and raised.value.code == "plan_forbidden"
+        with pytest.raises(Forbidden):
+            next(iter(client.live(SUBSCRIBED)))
 
 
 def test_a_spent_monthly_quota_raises_quota_exceeded_and_is_not_waited_for_a_month(demo):
