@@ -10,7 +10,7 @@
 from .client import AsyncClient, Client
 from .errors import (ApiError, AuthenticationError, Forbidden, InvalidRequest, MarketDataError, NotFound,
                      PaymentRequired, ProtocolError, QuotaExceeded, ServerError, StreamClosed, Unavailable)
-from .models import (Bar, CandlestickRow, Counter, LatestBar, LimitOrdersRow, LiveEvent, MetricStatus, PairList,
+from .models import (Bar, CandlestickRow, UsageCounter, LatestBar, LimitOrdersRow, LiveEvent, MetricStatus, PairList,
                      Quota, RankedToken, Ranking, SchemeEvent, SchemeHistory, Series, SeriesMeta, Snapshot, SpreadRow,
                      StatusSignals, StreamablePair, StreamStatus, StreamToken, Subscription, TradesRow, Unsubscribed,
                      Usage, UsageLine)
@@ -25,5 +25,5 @@ __all__ = [
     "Quota", "Series", "SeriesMeta", "CandlestickRow", "LimitOrdersRow", "TradesRow", "SpreadRow", "PairList",
     "StreamablePair", "Subscription", "Unsubscribed", "StreamStatus", "StatusSignals", "MetricStatus", "Snapshot",
     "Bar", "LatestBar", "StreamToken", "SchemeEvent", "SchemeHistory", "Ranking", "RankedToken", "Usage", "UsageLine",
-    "Counter", "LiveEvent",
+    "UsageCounter", "LiveEvent",
 ]

@@ -454,7 +454,7 @@ class Ranking(Answer):
 
 
 @dataclass(frozen=True)
-class Counter:
+class UsageCounter:
     used: int
     limit: int
     remaining: int
@@ -478,16 +478,16 @@ class Usage(Answer):
     period_start: str
     period_end: str
     plan: str
-    requests: Counter
-    bytes: Counter
+    requests: UsageCounter
+    bytes: UsageCounter
     stream_pairs: int
     by_key_and_endpoint: list[UsageLine]
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any], **answer: Any) -> Usage:
         return cls(period_start=data["period"]["start"], period_end=data["period"]["end"], plan=data["plan"],
-                   requests=Counter(**_known(Counter, data["requests"])),
-                   bytes=Counter(**_known(Counter, data["bytes"])),
+                   requests=UsageCounter(**_known(UsageCounter, data["requests"])),
+                   bytes=UsageCounter(**_known(UsageCounter, data["bytes"])),
                    stream_pairs=data.get("streams", {}).get("pairs", 0),
                    by_key_and_endpoint=[UsageLine(**_known(UsageLine, line))
                                         for line in data.get("by_key_and_endpoint", [])],

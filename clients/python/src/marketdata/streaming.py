@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 import httpx
 
-from .errors import ApiError, ProtocolError, StreamClosed, Unavailable
+from .errors import ProtocolError, StreamClosed, Unavailable
 from .models import LiveEvent, SchemeEvent, StreamStatus, typed_row
 from .transport import API_PREFIX, USER_AGENT, error_from, pair_path
 
@@ -120,9 +120,10 @@ class FeedState:
         return headers
 
     def connected(self, response: httpx.Response) -> None:
-        """Raise what a refusal means; a 502/503 is raised as Unavailable, which is retried."""
+        """Raise what a refusal (its body read) means; a 502/503 is raised as Unavailable,
+        which is retried."""
         if response.status_code != 200:
-            raise error_from(response, _envelope_of(response))
+            raise error_from(response)
         self.failing_since = None
         self.backoff.reset()
 
@@ -167,7 +168,7 @@ class _Reconnect(Exception):
     """The server asked the client to come back (its `error` event)."""
 
 
-RETRIED = (httpx.TransportError, Unavailable, _Reconnect, httpx.RemoteProtocolError)
+RETRIED = (httpx.TransportError, Unavailable, _Reconnect)
 
 
 def _json(text: str) -> Any:
@@ -175,11 +176,6 @@ def _json(text: str) -> Any:
         return json.loads(text) if text else {}
     except ValueError as exc:
         raise ProtocolError(f"unreadable feed event data: {text[:200]!r}") from exc
-
-
-def _envelope_of(response: httpx.Response) -> Any:
-    response.read()
-    return None  # error_from decodes the body by its content type
 
 
 class LiveFeed:
@@ -207,6 +203,8 @@ class LiveFeed:
             try:
                 with self._http.stream("GET", state.path, headers=state.headers(self._api_key),
                                        timeout=httpx.Timeout(30.0, read=READ_TIMEOUT_SECONDS)) as response:
+                    if response.status_code != 200:
+                        response.read()
                     state.connected(response)
                     for message in parse_sse(response.iter_lines()):
                         event = state.event_of(message)
