@@ -1,7 +1,9 @@
 """The Python client's own cost on a series call: `Client.candlestick` (31 daily rows)
 against a bare httpx call of the same request on the same running server, in one run, in
 JSON and in TOON. Median wall microseconds per call over N calls each, the paths taking
-turns call by call so that a drift of the machine weighs on all of them alike, and the
+turns call by call (in a rotating order: the server finishes counting a request after
+answering it, which delays whichever call comes next) so that a drift of the machine
+weighs on all of them alike, and the
 client process's CPU per call (the server is another process: this is the client's cost
 without the server's noise).
 
@@ -88,8 +90,9 @@ def measure(base: str, key: str) -> dict[str, dict[str, float]]:
                 call()
         timings: dict[str, list[float]] = {name: [] for name in paths}
         cpu: dict[str, float] = dict.fromkeys(paths, 0.0)
-        for _ in range(CALLS):  # one call of each path in turn
-            for name, call in paths.items():
+        order = list(paths.items())
+        for n in range(CALLS):  # one call of each path in turn, the turn rotating: none always follows another
+            for name, call in order[n % 3:] + order[:n % 3]:
                 started, started_cpu = time.perf_counter(), time.process_time()
                 call()
                 cpu[name] += time.process_time() - started_cpu
