@@ -17,10 +17,11 @@ SERVE = $(BIN)/python -m config.serve --host $(HOST) --port $(PORT) --backlog $(
 
 .PHONY: install run run-full run-recorded test bench check migrate clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e './clients/python[pandas,polars]'
 	touch $(STAMP)
 
 install: $(STAMP)
