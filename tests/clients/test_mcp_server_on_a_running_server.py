@@ -24,10 +24,9 @@ import toon_format
 from tests.api.demo_site import demo_server
 from tests.integration.servers import ROOT, manage
 
-mcp = pytest.importorskip("mcp", reason="the client's `mcp` extra is not installed")
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp import ClientSession  # the client's `mcp` extra, which `make install` installs
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 SUBSCRIBED = "binance/BTC/USDT"  # one of the demo account's paid streams
 TODAY = dt.datetime.now(dt.timezone.utc).date()

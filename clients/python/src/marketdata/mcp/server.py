@@ -6,7 +6,8 @@ Configuration, from the environment:
 - `MARKETDATA_API_KEY` (required at the first tool call): the account's `mdp_live_...` key;
 - `MARKETDATA_BASE_URL` (default http://127.0.0.1:8000): the service's root;
 - `MARKETDATA_WIRE_FORMAT` (default `toon`): what the client asks the API for. The answers
-  are the same either way; TOON bodies are smaller, so they use less of the byte quota.
+  are the same either way; TOON bodies are smaller, so they use less of the byte quota;
+- `MARKETDATA_MCP_LOG_LEVEL` (default WARNING): the server's log on stderr.
 
 A tool answers with the API's document in TOON (default) or JSON (`format="json"`); a
 refusal of the API is a tool error carrying the envelope's status, code, message and
@@ -166,6 +167,7 @@ def build_server(client: AsyncClient | None = None) -> MCPServer:
             "the monthly quota (1 request + answer bytes). subscribe / unsubscribe change billing and need "
             "confirm=true. Answers are TOON by default (format='json' for JSON)."),
         version="0.1.0",
+        log_level=os.environ.get("MARKETDATA_MCP_LOG_LEVEL", "WARNING").upper(),  # type: ignore[arg-type]
     )
 
     def tool(name: str, description: str, annotations: ToolAnnotations = READ_ONLY):
