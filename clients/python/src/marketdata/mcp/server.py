@@ -322,8 +322,8 @@ def build_server(client: AsyncClient | None = None) -> MCPServer:
         if confirm is not True:
             raise ToolError(f"Not subscribed: subscribing {pair} adds a billed streamed pair to the account "
                             f"(the plan's price per pair-month, pro rata per UTC day subscribed, today included; "
-                            f"nothing more if the account already streams it).{await billing_context()} Call again with confirm=true once the user "
-                            f"has agreed.")
+                            f"nothing more if the account already streams it).{await billing_context()} Call "
+                            f"again with confirm=true once the user has agreed.")
         return render(document_of(await api.call("subscribe", pair, metrics)), format)
 
     @tool("unsubscribe", "Unsubscribe this account from a pair's live stream (DELETE "
