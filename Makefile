@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m pip install --quiet -e './clients/python[pandas,polars]'
+	$(BIN)/python -m pip install --quiet -e './clients/python[pandas,polars,mcp]'
 	touch $(STAMP)
 
 install: $(STAMP)
