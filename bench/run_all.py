@@ -32,6 +32,8 @@ BENCHES = [
     ("bench_sse", FULL),
     ("bench_processes", {**FULL, "BENCH_CLIENTS": "32"}),
     ("bench_scale", FULL),  # issue 49: N busy live pairs in the full mode, until lag p99 > 2 s
+    ("bench_client", {"DJANGO_SETTINGS_MODULE": "tests.integration.settings"}),  # issue 53: the Python client
+    ("bench_mcp", {"DJANGO_SETTINGS_MODULE": "tests.integration.settings"}),  # issue 53: TOON vs JSON per tool
 ]
 
 RUNNER = """
