@@ -25,6 +25,7 @@ BENCHES = [
     ("bench_ingest", {}),
     ("bench_detectors", {}),
     ("bench_exchange_feed", {}),
+    ("bench_collector", {}),  # issue 49: the collector settings of the ingestion worker
     ("bench_replay", {}),
     ("bench_series", {**FULL, "BENCH_CLIENTS": "32"}),  # issue 20: wrk, 32 connections
     ("bench_snapshot", FULL),

@@ -12,20 +12,15 @@ from config.handler import SyncChainASGIHandler  # noqa: E402
 
 django_application = SyncChainASGIHandler()
 
-import gc  # noqa: E402
-
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402  (importable only once Django is set up)
 from django.urls import re_path  # noqa: E402
 
+from config.collector import collect_less_often  # noqa: E402
 from streaming import sse  # noqa: E402
 
 
-# Everything loaded so far lives as long as the process: keep it out of the collector's
-# scans, and collect young objects less often. Fanning a bar out to thousands of streams
-# allocates heavily, and full collections were the p99 of delivery (bench/bench_sse.py).
-gc.freeze()
-gc.set_threshold(50_000, 50, 100)
+collect_less_often()  # after everything that lives as long as the process is loaded
 
 
 def _daphne_requests_skip_form_parsing() -> None:

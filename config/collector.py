@@ -1,0 +1,18 @@
+"""How the long-lived processes (daphne, the Celery worker that runs ingestion) use Python's
+cyclic garbage collector: everything loaded at start lives as long as the process, so it is
+kept out of the collector's scans (`gc.freeze`), and young objects are collected less often.
+
+Both processes allocate heavily and free almost everything by reference counting: fanning a
+bar out to thousands of streams (the p99 of SSE delivery was full collections,
+bench/bench_sse.py), and ingestion's books, bars and detectors (at Python's default
+thresholds 8 % of ingestion's CPU at 50 busy pairs went to collections, 2 % with these;
+docs/DECISIONS.md)."""
+
+import gc
+
+YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD = 50_000, 50, 100
+
+
+def collect_less_often() -> None:
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
