@@ -48,9 +48,6 @@ class Change:
 
 
 BIG_CANCEL_SHARE = 0.3  # a single cancel >= this share of an order's remainder is its own
-# an order's own cancels within this long of the first are one pull (an order sent in child
-# orders is withdrawn child by child, 20-300 ms apart; DETECTION.md's flip follows within 1 s)
-PULL_BURST_MS = 400
 
 
 def cancel_attributed(cancelled: float, remaining: float, level_before: float,
@@ -370,17 +367,14 @@ class LargeAdd:
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
                  "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks",
-                 "pull_emptied_touch", "closed", "used", "largest_cancel", "burst_start", "burst_qty", "level_index")
+                 "pull_emptied_touch", "closed", "used", "largest_cancel")
 
     def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share,
                  depth_share_now):
         self.side, self.price, self.t_add, self.qty, self.ahead = side, price, t_add, qty, ahead
         self.executed = 0.0
         self.cancelled = 0.0
-        self.largest_cancel = 0.0  # the largest pull attributed to it (its own cancels within PULL_BURST_MS)
-        self.burst_start = None  # the first of its own cancels in the current burst, and their sum
-        self.burst_qty = 0.0
-        self.level_index = 0  # its level's place among the side's levels when it came (0: the best)
+        self.largest_cancel = 0.0  # the largest single cancel attributed to it
         self.dist_ticks, self.dist_scaled = dist_ticks, dist_scaled
         # of the side's top-20 depth: its 30-minute median, and as it stood when the order came
         self.size_ratio, self.depth_share, self.depth_share_now = size_ratio, depth_share, depth_share_now
@@ -392,8 +386,8 @@ class LargeAdd:
         self.used = False  # already part of an emitted event
 
     def withdrawn_at_once(self, share: float) -> bool:
-        """At least `share` of the order went in one pull (its own cancels within
-        PULL_BURST_MS): pulled, not worn down by the queue's own small cancels."""
+        """At least `share` of the order went in one cancel: pulled, not worn down by the
+        queue's own small cancels."""
         return self.largest_cancel >= share * self.qty
 
     @property

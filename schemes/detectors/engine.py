@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
 
-from .book import BIG_CANCEL_SHARE, PULL_BURST_MS, BookTracker, LargeAdd, cancel_attributed
+from .book import BookTracker, LargeAdd, cancel_attributed
 from .flipping import FlippingDetector
 from .layering import LayeringDetector
 from .vacuuming import VacuumingDetector
@@ -31,10 +31,6 @@ from .vacuuming import VacuumingDetector
 LARGE_LEVEL_MULT = 3.0
 LARGE_DEPTH_SHARE = 0.06
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
-# An order sent in child orders at one price (a trader splitting a large order, 20-300 ms
-# apart): the level's growth within this long of its first piece is one add, large when the
-# pieces together are; and a pull sent in pieces within PULL_BURST_MS (book.py) is one pull
-CHILD_ORDER_MS = 400
 RECORD_TTL_MS = 65_000  # longer than layering's longest hold (LAYER_MAX_HOLD_MS): a record gone is a pull unseen
 MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull ...
 # ... counting the adds of at least this share of the (smallest) pulled order: a moved order
@@ -154,9 +150,6 @@ class DetectorEngine:
         self._mid_px: list[float] = []
         self._taker: list = []  # (ts, book side hit, qty, price)
         self._changes: list = []  # the level changes of the update being read
-        # (side, price) -> [first ms, qty, queue ahead, dist ticks, dist scaled, level median,
-        # top-20 depth before, record, level index]: a level's growth within CHILD_ORDER_MS (one order's pieces)
-        self._growth: dict = {}
         self._next_prune = 0
         self.emitted = 0
 
@@ -191,7 +184,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 10
+    STATE_VERSION = 9
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -216,7 +209,6 @@ class DetectorEngine:
         self._by_price.clear()
         self._all_by_price.clear()
         self._emptied.clear()
-        self._growth.clear()
         self.flipping.reset()
         self.vacuuming.reset()
         self.layering.reset()
@@ -275,8 +267,6 @@ class DetectorEngine:
             i = bisect_left(self._mid_ts, lim2)
             del self._mid_ts[:i]
             del self._mid_px[:i]
-        if self._growth:
-            self._growth = {k: g for k, g in self._growth.items() if ts - g[0] <= CHILD_ORDER_MS}
         if self._taker and self._taker[0][0] < ts - 30_000:
             self._taker = [x for x in self._taker if x[0] >= ts - 30_000]
         self.flipping.expire(ts)
@@ -347,50 +337,30 @@ class DetectorEngine:
                 out.extend(self.flipping.poll(self, ts))
             return out
         pulled = []
-        repulled = []
         base = self.base
         scale = tr.scale
         by_price = self._by_price
-        growth = self._growth
         for ch in changes:
             if ch.added > 0:
-                key = (ch.side, ch.price)
-                med20 = base.med_depth20[ch.side]
-                g = growth.get(key)
-                if g is not None and ts - g[0] <= CHILD_ORDER_MS:
-                    rec = g[7]
-                    if rec is None:
-                        g[1] += ch.added  # another piece: large when the pieces together are
-                        if g[1] < max(LARGE_LEVEL_MULT * g[5], LARGE_DEPTH_SHARE * med20):
-                            continue
-                        qty = g[1]
-                        share = qty / med20 if med20 else 0.0
-                        rec = LargeAdd(ch.side, ch.price, g[0], qty, g[2], g[3], g[4], qty / g[5], share,
-                                       qty / g[6] if g[6] > 0 else share)
-                        rec.level_index = g[8]
-                        g[7] = rec
-                        self._index(rec, key)
-                        continue
-                    if rec.cancelled == 0.0 and rec.executed == 0.0 and not rec.closed:
-                        rec.qty += ch.added  # the order's next piece
-                        rec.size_ratio = rec.qty / g[5]
-                        rec.depth_share = rec.qty / med20 if med20 else 0.0
-                        rec.depth_share_now = rec.qty / g[6] if g[6] > 0 else rec.depth_share
-                        continue
                 ds = ch.dist_ticks / scale if ch.dist_ticks > 0 else 0.0
                 med = base.level_median(ds)
                 if med <= 0:
                     continue
-                now20 = tr.top_depth(ch.side, 20) - ch.added
-                g = growth[key] = [ts, ch.added, ch.old, ch.dist_ticks, ds, med, now20, None, ch.level_index]
-                thr = max(LARGE_LEVEL_MULT * med, LARGE_DEPTH_SHARE * med20)
+                thr = max(LARGE_LEVEL_MULT * med, LARGE_DEPTH_SHARE * base.med_depth20[ch.side])
                 if ch.added >= thr:
-                    share = ch.added / med20 if med20 else 0.0
+                    share = ch.added / base.med_depth20[ch.side] if base.med_depth20[ch.side] else 0.0
+                    now20 = tr.top_depth(ch.side, 20) - ch.added
                     rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med, share,
                                    ch.added / now20 if now20 > 0 else share)
-                    rec.level_index = ch.level_index
-                    g[7] = rec
-                    self._index(rec, key)
+                    self.records[ch.side].append(rec)
+                    key = (ch.side, ch.price)
+                    same = self._all_by_price.get(key)
+                    if same is None:
+                        same = self._all_by_price[key] = []
+                        self._emptied.add(key)
+                    same.append(rec)
+                    if key in self._emptied:  # its list here is not the live records' list
+                        by_price.setdefault(key, []).append(rec)
                 continue
             recs = by_price.get((ch.side, ch.price))
             if not recs:
@@ -409,17 +379,9 @@ class DetectorEngine:
                     r.executed += take
                     ex -= take
                 if canc > 0 and not background_runover and not ch.scrolled:
-                    own = canc >= BIG_CANCEL_SHARE * r.remaining  # the order's own cancel, not the queue's
                     take = cancel_attributed(canc, r.remaining, ch.old)
                     if take > 0:
                         r.cancelled += take
-                        if own:  # a pull sent in pieces close together is one pull
-                            if r.burst_start is not None and ts - r.burst_start <= PULL_BURST_MS:
-                                r.burst_qty += take
-                            else:
-                                r.burst_start, r.burst_qty = ts, take
-                            if r.burst_qty > r.largest_cancel:
-                                r.largest_cancel = r.burst_qty
                         if take > r.largest_cancel:
                             r.largest_cancel = take
                         canc -= take
@@ -430,9 +392,6 @@ class DetectorEngine:
                             r.pull_dist_ticks = ch.dist_ticks
                             r.pull_emptied_touch = ch.runover
                             pulled.append(r)
-                        elif own and r.t_pulled is not None and ts != r.t_pulled \
-                                and ts - r.t_pulled <= PULL_BURST_MS and not r.used:
-                            repulled.append(r)  # the rest of a pull sent in pieces: flipping looks again
                 if ch.new <= 0:
                     r.closed = True
             if ch.new <= 0:
@@ -440,8 +399,6 @@ class DetectorEngine:
                 self._emptied.add((ch.side, ch.price))
         if pulled:
             pulled = self._without_moves(pulled, changes)
-        if repulled:
-            repulled = self._without_moves(repulled, changes)
         out = []
         if self.layering.pending:
             out.extend(self.layering.poll(self, ts))
@@ -451,24 +408,10 @@ class DetectorEngine:
                 continue
             out.extend(self.layering.on_pulled(self, r, ts))
             out.extend(self.flipping.on_pulled(self, r, ts))
-        for r in repulled:
-            if not r.used:
-                out.extend(self.flipping.on_pulled(self, r, ts))
         if self.flipping.watches:
             self.flipping.on_changes(self, changes, ts)
             out.extend(self.flipping.poll(self, ts))
         return out
-
-    def _index(self, rec: LargeAdd, key: tuple) -> None:
-        """Follow a new large add: in time order among the side's records and under its price."""
-        self.records[rec.side].append(rec)
-        same = self._all_by_price.get(key)
-        if same is None:
-            same = self._all_by_price[key] = []
-            self._emptied.add(key)
-        same.append(rec)
-        if key in self._emptied:  # its list here is not the live records' list
-            self._by_price.setdefault(key, []).append(rec)
 
     @staticmethod
     def _without_moves(pulled: list, changes) -> list:

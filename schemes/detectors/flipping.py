@@ -103,8 +103,6 @@ class FlippingDetector:
             self.watches = [w for w in self.watches if not w.done and w.deadline >= ts]
 
     def on_pulled(self, eng, rec, ts: int) -> list:
-        if any(w.rec is rec for w in self.watches):
-            return []  # watched since an earlier piece of its pull
         if rec.dist_scaled > FLIP_MAX_DIST_SCALED + 1e-9 or rec.dist_ticks < -max(1.0, 0.5 * eng.tracker.scale) - 1e-9:
             return []
         if rec.size_ratio < FLIP_MIN_SIZE_RATIO or rec.depth_share_now < FLIP_MIN_DEPTH_SHARE \

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 LAYER_MIN_LEVELS = 3  # distinct prices with a large add that was pulled
 LAYER_MIN_BEHIND = 2  # of them standing LAYER_MIN_DIST..LAYER_MAX_DIST scaled ticks behind the touch
-LAYER_MIN_DIST_TICKS = 1  # behind the touch: at a worse price than the best level (DETECTION.md's 1 tick) ...
-LAYER_MAX_DIST_SCALED = 26.0  # ... and <= 25 (scaled) ticks, for LAYER_MIN_BEHIND of them; the others
-LAYER_MAX_LEVEL = 20  # may stand deeper, among the side's this many best levels (a sparse book's 5th level
-# can be 100 ticks behind: DETECTION.md binds only two layers to 1-25 ticks)
+LAYER_MIN_DIST_SCALED = 0.5  # >= 1 scaled tick behind the touch (less rounding) ...
+LAYER_MAX_DIST_SCALED = 26.0  # ... and <= 25
 LAYER_BUILD_MS = 3_500  # the layers were added within 3 s (plus the time one update takes)
 LAYER_PULL_MS = 1_500  # and pulled within one cluster of about a second
 LAYER_QUIET_MS = 600  # no further pull for this long: the collapse is over
@@ -44,8 +42,7 @@ class LayeringDetector:
     def on_pulled(self, eng, rec, ts: int) -> list:
         """A large order was (mostly) cancelled: remember it; returns events of a collapse
         this pull closes on the same side."""
-        if rec.used or rec.dist_ticks < -0.5 or (rec.dist_scaled > LAYER_MAX_DIST_SCALED
-                                                  and rec.level_index >= LAYER_MAX_LEVEL):
+        if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return []
         if not rec.withdrawn_at_once(LAYER_MIN_ONE_CANCEL) or eng.ran_over(rec, ts):
             return []  # worn down, or price came to it and ran through its level
@@ -78,8 +75,8 @@ class LayeringDetector:
         layers = list(by_price.values())
         if len(layers) < LAYER_MIN_LEVELS:
             return []
-        behind = [r for r in layers if r.dist_ticks >= LAYER_MIN_DIST_TICKS - 1e-9 and r.dist_scaled <= LAYER_MAX_DIST_SCALED]
-        if len(behind) < LAYER_MIN_BEHIND or min(r.dist_ticks for r in layers) < LAYER_MIN_DIST_TICKS - 1e-9:
+        behind = [r for r in layers if LAYER_MIN_DIST_SCALED <= r.dist_scaled <= LAYER_MAX_DIST_SCALED]
+        if len(behind) < LAYER_MIN_BEHIND or min(r.dist_scaled for r in layers) < LAYER_MIN_DIST_SCALED:
             return []  # orders at the touch: the shape of flipping or vacuuming, not of layers
         if min(r.t_pulled for r in recs) - max(r.t_add for r in recs) < LAYER_MIN_STOOD_MS:
             return []  # a ladder placed and taken away again: never shown as a whole

@@ -8,8 +8,6 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .layering import LAYER_MIN_DIST_TICKS
-
 VAC_ELEVATED = 1.2  # top-10 depth >= this x its 30-minute median counts as elevated
 VAC_PEAK = 1.25  # the peak before the pull >= this x baseline (1.5 less measuring noise)
 VAC_MIN_REST_MS = 1_500  # elevated at least this long before the pull (2 s less the build's ramp)
@@ -366,11 +364,12 @@ class VacuumingDetector:
             built_prices = {a[1] for a in built if a[2] > 0}
             recs = [r for r in eng.records[side]
                     if build_from <= r.t_add <= peak_ts and r.price in built_prices and not r.used]
+            scale = eng.tracker.scale
             prices = [r.price for r in recs]
             # a few distinct large orders behind the touch have layering's shape: they are
             # ours only if price moves into the gap before layering judges the collapse
             layer_shaped = len(prices) >= 3 and len(set(prices)) == len(prices) and \
-                min(r.dist_ticks for r in recs) >= LAYER_MIN_DIST_TICKS - 1e-9  # behind the touch, as layering reads it
+                min(r.dist_ticks for r in recs) >= 0.5 * scale
             st.cooldown = ts + VAC_COOLDOWN_MS
             st.last_event_ts = ts
             if not layer_shaped:

@@ -1121,36 +1121,6 @@ def test_a_quote_re_priced_along_the_other_side_is_no_mirror(monkeypatch):
     assert found() == [("flipping", "ask")]
 
 
-def child_order_bid_flip(t, piece=25.0, n=3, gap_ms=100):
-    """A bid of n x piece joins the touch in n child orders gap_ms apart, is pulled child by
-    child gap_ms apart 3 s later, and 30 is then sold into the bids."""
-    evs = [snapshot(t)]
-    evs += [BookDelta(t + 1000 + k * gap_ms, bids=((px(10000), 10.0 + piece * (k + 1)),)) for k in range(n)]
-    evs += [BookDelta(t + 4000 + k * gap_ms, bids=((px(10000), 10.0 + piece * (n - 1 - k)),)) for k in range(n)]
-    sell = t + 4000 + n * gap_ms
-    evs += [Trade(sell, px(10000), 10.0, "sell"), Trade(sell, px(9999), 10.0, "sell"),
-            Trade(sell, px(9998), 10.0, "sell"),
-            BookDelta(sell, bids=((px(10000), 0.0), (px(9999), 0.0), (px(9998), 0.0)))]
-    return evs
-
-
-def test_a_flipped_order_sent_and_pulled_in_child_orders_is_one_order(monkeypatch):
-    """Three children of 25 (each under 3.5 x the level of 10 and 15 % of the top-20 depth
-    of 200) at one price 100 ms apart are one order of 75; pulled child by child 100 ms
-    apart it is withdrawn in one pull, and 30 sold into the bids then is its flip."""
-    eng, t = warm_engine()
-    out = [e for e in run(eng, child_order_bid_flip(t)) if e.scheme == "flipping"]
-    assert [(e.side, e.collapse["flip_mode"]) for e in out] == [("bid", "aggressive")]
-    assert out[0].build["added_qty"] == 75.0 and out[0].build["start_ms"] == t + 1000
-    # pieces further apart than CHILD_ORDER_MS are separate, small adds
-    eng, t = warm_engine()
-    assert [e for e in run(eng, child_order_bid_flip(t, gap_ms=450)) if e.scheme == "flipping"] == []
-    # a pull in pieces counted cancel by cancel is worn down, not withdrawn
-    monkeypatch.setattr(engine, "PULL_BURST_MS", 0)
-    eng, t = warm_engine()
-    assert [e for e in run(eng, child_order_bid_flip(t)) if e.scheme == "flipping"] == []
-
-
 def layers_held(t, hold_ms, side="ask"):
     """Four large asks 2..5 ticks behind the touch, pulled together hold_ms after the last;
     the book's usual flow (a trade and its refill a second) goes on meanwhile."""
@@ -1176,30 +1146,3 @@ def test_layers_pulled_within_60_s_of_their_build_are_layering():
     assert [e for e in run(eng, layers_held(t, 70_000)) if e.scheme == "layering"] == []
     assert engine.RECORD_TTL_MS > layering.LAYER_MAX_HOLD_MS
 
-
-def sparse_layers(t, ticks):
-    """A sparse ask book (levels of 10 every 10 ticks from the touch at 10002), then large
-    asks of 110 at `ticks` (placed 200 ms apart, resting 5 s, pulled together)."""
-    asks = tuple((px(10002 + 10 * i), 10.0) for i in range(30))
-    bids = tuple((px(10000 - 10 * i), 10.0) for i in range(30))
-    evs = [BookSnapshot(t, bids, asks)]
-    evs += [BookDelta(t + 1000 + 200 * i, asks=((px(tk), 110.0),)) for i, tk in enumerate(ticks)]
-    evs += [BookDelta(t + 7000 + 100 * i, asks=((px(tk), 0.0),)) for i, tk in enumerate(ticks)]
-    evs.append(Trade(t + 8500, px(10002), 1.0, "buy"))
-    return evs
-
-
-def test_layers_on_a_sparse_book_are_read_by_price_level(monkeypatch):
-    """DETECTION.md: layers on >= 3 levels, >= 2 of them 1-25 ticks behind the touch. On a
-    sparse book (scaled tick of 3 ticks) an ask 1 tick behind the touch is behind it (not
-    at it: it is not the best price), and the third layer may be the book's fifth level,
-    40 ticks back, beyond 26 scaled ticks."""
-    def found(ticks, scale=1.0):
-        eng, t = warm_engine()
-        eng.tracker.fixed_scale = eng.tracker.scale = scale
-        return [(e.scheme, e.side) for e in run(eng, sparse_layers(t, ticks)) if e.scheme == "layering"]
-
-    assert found([10003, 10007, 10009], scale=3.0) == [("layering", "ask")]
-    assert found([10005, 10008, 10042]) == [("layering", "ask")]
-    monkeypatch.setattr(layering, "LAYER_MAX_LEVEL", 0)  # every layer within 26 scaled ticks, as before
-    assert found([10005, 10008, 10042]) == []
