@@ -31,7 +31,7 @@ from .vacuuming import VacuumingDetector
 LARGE_LEVEL_MULT = 3.0
 LARGE_DEPTH_SHARE = 0.06
 PULLED_SHARE = 0.5  # a large add counts as pulled once this share of it was cancelled
-RECORD_TTL_MS = 45_000
+RECORD_TTL_MS = 65_000  # longer than layering's longest hold (LAYER_MAX_HOLD_MS): a record gone is a pull unseen
 MOVED_SHARE = 0.8  # re-added on the same side in the same update: a move, not a pull ...
 # ... counting the adds of at least this share of the (smallest) pulled order: a moved order
 # comes back whole, while a netted batch of a busy book also holds the side's own small adds

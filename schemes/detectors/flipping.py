@@ -55,6 +55,12 @@ MIRROR_WAIT_MS = 60_000  # past its rest, a mirror waits this long at most for t
 FLIP_MAX_EXECUTED = 0.2  # share of the order executed before the pull
 REFRESH_MS = 400  # a same-side re-add of >= half the size this soon after the pull: quote refresh
 MIRROR_MAX_DIST_SCALED = 1.5
+# the mirror is new depth on the other side: an add there that the same update took off that
+# side's other prices, at least MIRROR_MOVED_SHARE of it in cancels of >= MIRROR_MOVED_PIECE of
+# the add each, is a quote re-priced (a market maker following the fair value), which was
+# resting on that side already and was not flipped to it
+MIRROR_MOVED_SHARE = 0.8
+MIRROR_MOVED_PIECE = 0.25
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
@@ -204,13 +210,26 @@ class FlippingDetector:
                     continue
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
                         and ch.added >= min_mirror * rec.qty \
-                        and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker:
+                        and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker \
+                        and not self._moved_within_side(changes, ch):
                     if self._vacuumed(eng, w, ts):
                         w.done = True
                         continue
                     w.mirror = _Mirror(ch.side, ch.price, ts, ch.added)
                     # judged once it rested (the first event after MIRROR_REST_MS); kept until then
                     w.deadline = ts + MIRROR_REST_MS + MIRROR_WAIT_MS
+
+    @staticmethod
+    def _moved_within_side(changes, add) -> bool:
+        """The add is a quote moved along its own side in this update (taken off its other
+        prices in pieces of >= MIRROR_MOVED_PIECE of it, adding up to MIRROR_MOVED_SHARE):
+        depth that was there already, not an order flipped to that side."""
+        piece = MIRROR_MOVED_PIECE * add.added
+        moved = 0.0
+        for ch in changes:
+            if ch.side == add.side and ch.price != add.price and ch.cancelled >= piece and not ch.scrolled:
+                moved += ch.cancelled
+        return moved >= MIRROR_MOVED_SHARE * add.added
 
     @staticmethod
     def _vacuumed(eng, w, ts) -> bool:

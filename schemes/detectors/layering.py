@@ -15,7 +15,7 @@ LAYER_MAX_DIST_SCALED = 26.0  # ... and <= 25
 LAYER_BUILD_MS = 3_500  # the layers were added within 3 s (plus the time one update takes)
 LAYER_PULL_MS = 1_500  # and pulled within one cluster of about a second
 LAYER_QUIET_MS = 600  # no further pull for this long: the collapse is over
-LAYER_MAX_HOLD_MS = 60_000  # add -> pull
+LAYER_MAX_HOLD_MS = 63_500  # add -> pull: collapsed within 60 s of a build of up to LAYER_BUILD_MS
 LAYER_MIN_REMOVED = 0.7  # cancelled share of the layers' quantity
 LAYER_MAX_EXECUTED = 0.1  # executed share of the layers' quantity
 LAYER_MIN_SIZE_RATIO = 6.0  # the layers' size-weighted mean x the typical level (5 x, less noise)

@@ -1102,3 +1102,47 @@ def test_a_pull_that_takes_the_sides_standing_depth_with_the_build_is_not_vacuum
     assert found(standing_pulled=True) == []
     monkeypatch.setattr(vacuuming, "VAC_MAX_PULLED_OF_BUILT", 10.0)
     assert found(standing_pulled=True) == [("vacuuming", "bid")]
+
+
+def test_a_quote_re_priced_along_the_other_side_is_no_mirror(monkeypatch):
+    """An ask of 110 is pulled and, 50 ms later, a bid block of 80 that rested five ticks
+    down moves to the best bid in one update (its old level loses 80 as the new one gains
+    80): depth that was on the bid already, re-priced, not an order flipped to it (the
+    second market's makers re-quote this way; docs/DETECTION_METHOD.md, flipping)."""
+    def found():
+        eng, t = warm_engine()
+        evs = [snapshot(t), BookDelta(t + 500, bids=((px(9996), 90.0),)),
+               BookDelta(t + 1000, asks=((px(10003), 120.0),)), BookDelta(t + 3000, asks=((px(10003), 10.0),)),
+               BookDelta(t + 3050, bids=((px(9996), 10.0), (px(10001), 80.0))), later_update(t + 3600)]
+        return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "flipping"]
+
+    assert found() == []
+    monkeypatch.setattr(flipping, "MIRROR_MOVED_SHARE", 10.0)
+    assert found() == [("flipping", "ask")]
+
+
+def layers_held(t, hold_ms, side="ask"):
+    """Four large asks 2..5 ticks behind the touch, pulled together hold_ms after the last;
+    the book's usual flow (a trade and its refill a second) goes on meanwhile."""
+    levels = [10004, 10005, 10006, 10007]
+    evs = [snapshot(t)] + [BookDelta(t + 1000 + 200 * i, asks=((px(tk), 110.0),)) for i, tk in enumerate(levels)]
+    pull = t + 1600 + hold_ms
+    for s in range(t + 2000, pull, 1000):
+        evs += [Trade(s, px(10002), 1.0, "buy"), BookDelta(s, asks=((px(10002), 9.0),)),
+                BookDelta(s + 100, asks=((px(10002), 10.0),))]
+    evs += [BookDelta(pull + 100 * i, asks=((px(tk), 10.0),)) for i, tk in enumerate(levels)]
+    evs.append(Trade(pull + 1500, px(10002), 1.0, "buy"))
+    return evs
+
+
+def test_layers_pulled_within_60_s_of_their_build_are_layering():
+    """DETECTION.md's collapse comes within 60 s: layers held 55 s are followed until their
+    pull (a large add is followed 65 s, RECORD_TTL_MS, longer than LAYER_MAX_HOLD_MS); held
+    70 s they are patient orders, not layers."""
+    eng, t = warm_engine()
+    assert [(e.scheme, e.side) for e in run(eng, layers_held(t, 55_000)) if e.scheme == "layering"] == \
+        [("layering", "ask")]
+    eng, t = warm_engine()
+    assert [e for e in run(eng, layers_held(t, 70_000)) if e.scheme == "layering"] == []
+    assert engine.RECORD_TTL_MS > layering.LAYER_MAX_HOLD_MS
+

@@ -11,6 +11,7 @@ import pytest
 from market.sources.events import PairRef
 from market.sources.simulator import SimulatorSource
 from market.sources.venues import binance_recording_events
+from schemes.detectors import engine as engine_module
 from schemes.detectors.engine import DetectorEngine
 
 RECORDING = Path(__file__).resolve().parents[2] / "data" / "realdata" / "binance-spot" / "btcusdt_20240808.gz"
@@ -50,7 +51,10 @@ def checked_at_every_prune(engine, events):
 
 
 @pytest.mark.parametrize("seed", [11, 23])
-def test_the_index_is_the_rebuild_at_every_prune_through_the_simulator_s_episodes(seed):
+def test_the_index_is_the_rebuild_at_every_prune_through_the_simulator_s_episodes(seed, monkeypatch):
+    # the simulator resyncs its book every minute, which drops the records: a lifetime under
+    # that makes them expire (and the index be checked) often within these 8 minutes
+    monkeypatch.setattr(engine_module, "RECORD_TTL_MS", 45_000)
     engine = DetectorEngine(BTC, tick_size=0.01)
     t0 = 1_763_640_000_000
     events = list(SimulatorSource(seed=seed, episodes_per_hour=60).events(BTC, t0, t0 + 8 * 60_000))
