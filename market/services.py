@@ -241,17 +241,18 @@ def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:
 def bars_purge(*, now_ms: int) -> dict[str, int]:
     """Remove bars older than their granularity's retention (settings.BAR_RETENTION_DAYS).
     In PostgreSQL whole partitions go (a partition goes once all of it is past the
-    retention; no row is deleted) and the count is of partitions dropped, second bars'
-    packs among them; in SQLite rows are deleted and bars counted, a pack going once all
+    retention; no row is deleted) and the count is of spans dropped (a day of second bars:
+    its rows' partition and its packs'); in SQLite rows are deleted and bars counted, a pack going once all
     its minute is past the retention."""
     removed = {}
     for granularity, days in settings.BAR_RETENTION_DAYS.items():
         if days:
             model, cutoff = BAR_MODELS[granularity], now_ms - days * 86_400_000
             tables = [model, SecondBarPack] if granularity == "second" else [model]
-            if partitioned():
-                removed[granularity] = sum(len(partitions_drop_before(m, cutoff_ms=cutoff, now_ms=now_ms))
-                                           for m in tables)
+            if partitioned():  # a day of second bars is two partitions, its rows' and its packs': counted once
+                dropped = [name for table in tables
+                           for name in partitions_drop_before(table, cutoff_ms=cutoff, now_ms=now_ms)]
+                removed[granularity] = len({name.rpartition("_p")[2] for name in dropped})
             else:
                 removed[granularity], _ = model.objects.filter(ts_ms__lt=cutoff).delete()
                 if granularity == "second":
