@@ -128,17 +128,67 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
 _BARS_PAGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
+def _second_page_sql(columns: tuple[str, ...]) -> str:
+    """A page of second bars from both tiers in one statement, each tier limited on its own
+    (rows: the bars wanted; packs: enough full minutes for them, `_packs_for`), so a page
+    never reads and decodes far more packs than it returns. The NULLs are typed: a
+    subquery's output has no type to take from the other branch."""
+    meta = BAR_MODELS["second"]._meta
+    quote = connection.ops.quote_name
+
+    def null(db_type: str) -> str:
+        return f"CAST(NULL AS {db_type})"
+
+    names = ", ".join(quote(meta.get_field(name).column) for name in columns)
+    packed = ", ".join("minute_ts_ms" if name == "ts_ms" else
+                       f"{null(meta.get_field(name).db_type(connection))} AS {quote(name)}" for name in columns)
+    blob = SecondBarPack._meta.get_field("data").db_type(connection)
+    return (f"SELECT * FROM (SELECT {names}, {null('bigint')} AS seconds, {null(blob)} AS data "
+            f"FROM {quote(meta.db_table)} WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s ORDER BY ts_ms LIMIT %s) "
+            f"AS r UNION ALL SELECT * FROM (SELECT {packed}, seconds, data FROM {quote(SecondBarPack._meta.db_table)} "
+            "WHERE pair_id = %s AND minute_ts_ms >= %s AND minute_ts_ms < %s ORDER BY minute_ts_ms LIMIT %s) AS p "
+            "ORDER BY ts_ms")
+
+
+def _packs_for(bars: int) -> int:
+    """Packs enough for `bars` bars when minutes are full (one more for a first minute
+    mostly before the page); fewer bars come back when they are not, and the page reads on."""
+    return bars // 60 + 2
+
+
 def bars_page(*, pair_id: int, granularity: str, columns: tuple[str, ...], after_ms: int, to_ms: int,
               limit: int) -> list[tuple]:
     """Up to `limit` stored bars with after_ms < ts_ms < to_ms in time order, as tuples of
-    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary. A pack
-    counts as one row of the statement's LIMIT and holds a bar or more, but the first may
-    hold none after after_ms: one more row is read."""
+    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary. Second
+    bars: when a tier's limit was reached, only the bars before its last one are sure to
+    be complete; they are kept and the page reads on from there (a short read where packs
+    hold sparse minutes)."""
     sql = _BARS_PAGE_SQL.get((granularity, columns))
     if sql is None:
-        sql = _BARS_PAGE_SQL[granularity, columns] = _range_sql(granularity, columns) + " LIMIT %s"
-    rows = fetch_prepared(sql, [*_range_params(granularity, pair_id, after_ms + 1, to_ms), limit + 1], binary=True)
-    return _stored(granularity, columns, rows, after_ms + 1, to_ms, limit)
+        sql = _BARS_PAGE_SQL[granularity, columns] = (
+            _second_page_sql(columns) if granularity == "second" else _range_sql(granularity, columns) + " LIMIT %s")
+    if granularity != "second":
+        return fetch_prepared(sql, [*_range_params(granularity, pair_id, after_ms + 1, to_ms), limit], binary=True)
+    at, out = columns.index("ts_ms"), []
+    while len(out) < limit:
+        want = limit - len(out)
+        rows = fetch_prepared(sql, [pair_id, after_ms + 1, to_ms, want,
+                                    pair_id, after_ms + 1 - bar_pack.MINUTE_MS + 1, to_ms, _packs_for(want)],
+                              binary=True)
+        stored = [row for row in rows if row[-1] is None]
+        packed = len(rows) - len(stored)
+        complete_to = to_ms  # the bars before it are all in `rows`
+        if len(stored) == want:
+            complete_to = min(complete_to, stored[-1][at] + 1)
+        if packed == _packs_for(want):
+            complete_to = min(complete_to, max(row[at] for row in rows if row[-1] is not None) + bar_pack.MINUTE_MS)
+        bars = bar_pack.merged([row for row in rows if row[-1] is not None or row[at] < complete_to], columns,
+                               after_ms + 1, complete_to, want)
+        out += bars
+        if complete_to == to_ms:
+            break
+        after_ms = complete_to - 1
+    return out
 
 
 def second_bar_last_ts(*, pair_id: int) -> int | None:

@@ -180,3 +180,16 @@ def test_packs_are_partitioned_by_day_and_retention_drops_their_partitions(pairs
         cursor.execute("SELECT to_regclass(%s)", [name])
         assert cursor.fetchone()[0] is None
     assert packs_of(pair) == [] and read(pair, old_day, old_day + DAY_MS) == []
+
+
+def test_a_page_of_sparse_packed_minutes_still_holds_as_many_bars_as_asked(pairs):
+    pair, reference = pairs
+    bars = [trade_bar(T0 + minute * MINUTE_MS + 7000, [100.0 + minute]) for minute in range(150)]
+    bars_write(pair=pair, granularity="second", bars=bars)  # one second a minute: 149 packs of one bar
+    SecondBar.objects.bulk_create([SecondBar(pair=reference, **{name: getattr(bar, name) for name in BAR_FIELDS})
+                                   for bar in bars])
+    assert len(packs_of(pair)) == 149
+    for after, limit in ((T0 - 1, 100), (T0 + 7000, 149), (T0 + 30 * MINUTE_MS, 1000), (T0 + 7000, 1)):
+        page = {p: bars_page(pair_id=p.pk, granularity="second", columns=BAR_FIELDS, after_ms=after,
+                             to_ms=T0 + DAY_MS, limit=limit) for p in (pair, reference)}
+        assert page[pair] == page[reference] and page[pair], (after, limit)
