@@ -7,10 +7,10 @@ fields (bit j: the j-th present bar's value is NULL) and each field's non-NULL v
 by side, field after field in Bar's order, as raw little-endian float64 / int64. Values
 round-trip bit for bit (-0.0, NaN payloads, infinities); NULL is the mask, never NaN.
 
-zstd (level 3) of the plain values: on the recorded BTCUSDT / ETHUSDT bars it took 99 B a
-bar, against 108 B with each value XORed with its predecessor, 112 B byte-shuffled, 120 B
-with lz4 (bench/bench_bar_storage.py); higher levels gain 2-5 % for several times the
-packing cost, which the ingestion tick pays."""
+zstd (level 3) of the plain values: on the 694 second bars of the recorded BTCUSDT /
+ETHUSDT traffic it took 99 B a bar, against 108 B with each value XORed with its
+predecessor, 112 B byte-shuffled, 120 B with lz4 (docs/DECISIONS.md); higher levels gain
+2-5 % for several times the packing cost, which the ingestion tick pays."""
 
 from __future__ import annotations
 
