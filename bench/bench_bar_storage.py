@@ -2,12 +2,15 @@
 BTCUSDT and ETHUSDT recordings of data/realdata ingested through the ingestion path
 (replay source, PairIngestor, bars_write), in a fresh database migrated from scratch.
 Size = heap + TOAST + every index, summed over the table's partitions, after VACUUM, divided
-by the rows: what one more bar costs on disk.
+by the bars: what one more bar costs on disk. Second bars count both tiers: the rows of
+minutes not packed yet and the minute packs (market/bar_pack.py); also the cost of reading
+them back (decoding the packs) against the same bars all stored as rows.
 
 Also the multi-pair write (one tick of 100 pairs, one bar each) against one bars_write per
 pair, per bar, on the same database.
 
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres python bench/bench_bar_storage.py
+    BENCH_SKIP_DROP=1: without the retention drop measure (a day of 200 pairs' rows)
 """
 
 from __future__ import annotations
@@ -68,6 +71,12 @@ for pair in pairs:
 # their indexes reach a size where a page more or less does not count.
 from market.bars import BAR_FIELDS
 columns = ", ".join(BAR_FIELDS)
+from market.partitions import partitions_ensure
+from market.models import SecondBarPack
+with connection.cursor() as cursor:
+    cursor.execute("SELECT DISTINCT minute_ts_ms FROM market_secondbarpack")
+    with transaction.atomic():
+        partitions_ensure(SecondBarPack, [minute for (minute,) in cursor.fetchall()])
 copies = [(pair.pk, Pair.objects.create(exchange=exchange, base=asset_ensure(f"COPY{{i}}{{pair.base.symbol}}"),
                                         quote=pair.quote).pk)
           for i in range({copies} // len(pairs)) for pair in pairs]
@@ -78,6 +87,10 @@ with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {{table}} (pair_id, {{columns}}) SELECT m.copy, {{columns}} FROM {{table}} s "
                        f"JOIN (VALUES {{mapping}}) AS m(original, copy) ON m.original = s.pair_id "
                        f"ORDER BY s.ts_ms, m.copy")
+    cursor.execute(f"INSERT INTO market_secondbarpack (pair_id, minute_ts_ms, seconds, data) "
+                   f"SELECT m.copy, minute_ts_ms, seconds, data FROM market_secondbarpack s "
+                   f"JOIN (VALUES {{mapping}}) AS m(original, copy) ON m.original = s.pair_id "
+                   f"ORDER BY s.minute_ts_ms, m.copy")
 
 sizes = {{}}
 with connection.cursor() as cursor:
@@ -100,44 +113,47 @@ with connection.cursor() as cursor:
                        "WHERE isleaf UNION SELECT %s::regclass WHERE (SELECT relkind FROM pg_class "
                        "WHERE oid = %s::regclass) = 'r') t", [table, table, table])
         sizes[granularity]["indexes_rebuilt"] = int(cursor.fetchone()[0])
-# What reaching 150 bytes would take: the same second bars packed one row per pair and
-# minute, each field's values side by side (float64 and int64, bit-identical), stored as
-# bytea that PostgreSQL compresses with lz4: plain; with each value XORed with the field's
-# previous one (equal neighbours become zero bytes); and byte-shuffled (the field's first
-# bytes, then its second bytes...: sign, exponent and high mantissa bytes repeat) after XOR.
-import numpy as np
+# The second bars' two tiers together: rows (the minutes not packed yet) and packs (one
+# row per pair and minute, market/bar_pack.py), TOAST included.
+from market import bar_pack
 with connection.cursor() as cursor:
-    cursor.execute(f"SELECT pair_id, {{columns}} FROM market_secondbar ORDER BY pair_id, ts_ms")
-    minutes = {{}}
-    for pair_id, *values in cursor.fetchall():
-        minutes.setdefault((pair_id, values[0] - values[0] % 60000), []).append(values)
-    for encoding in ("plain", "xor", "xor+shuffle"):
-        table = f"packed_minute_{{encoding.replace('+', '_')}}"
-        cursor.execute(f"CREATE TABLE {{table}} (pair_id bigint, ts_ms bigint, present bigint, bars bytea "
-                       f"COMPRESSION lz4, PRIMARY KEY (pair_id, ts_ms))")
-        rows = []
-        for (pair_id, minute), bars in sorted(minutes.items(), key=lambda item: (item[0][1], item[0][0])):
-            present = sum(1 << ((bar[0] - minute) // 1000) for bar in bars)
-            fields = []
-            for index in range(1, len(bars[0])):
-                column = [bar[index] for bar in bars]
-                as_float = isinstance(next((v for v in column if v is not None), 0.0), float)
-                array = np.array([np.nan if v is None else v for v in column], dtype=np.float64) if as_float \
-                    else np.array(column, dtype=np.int64)
-                raw = array.view(np.uint64)
-                if encoding.startswith("xor"):
-                    raw = raw ^ np.concatenate(([np.uint64(0)], raw[:-1]))
-                if encoding.endswith("shuffle"):
-                    raw = raw.view(np.uint8).reshape(-1, 8).T.copy()
-                fields.append(raw.tobytes())
-            rows.append((pair_id, minute, present - (1 << 63) if present >= 1 << 63 else present, b"".join(fields)))
-        cursor.executemany(f"INSERT INTO {{table}} VALUES (%s, %s, %s, %s)", rows)
-        cursor.execute(f"VACUUM ANALYZE {{table}}")
-        cursor.execute(f"SELECT pg_table_size('{{table}}'), pg_indexes_size('{{table}}'), "
-                       f"(SELECT SUM(pg_column_size(bars)) FROM {{table}})")
-        heap, indexes, values = cursor.fetchone()
-        sizes[f"packed per minute, lz4 ({{encoding}})"] = {{"rows": sum(len(b) for b in minutes.values()),
-                                                          "heap": heap, "indexes": indexes, "values": int(values)}}
+    cursor.execute("SELECT COALESCE(SUM(pg_table_size(relid)), 0), COALESCE(SUM(pg_indexes_size(relid)), 0) "
+                   "FROM pg_partition_tree('market_secondbarpack') WHERE isleaf")
+    heap, indexes = cursor.fetchone()
+    cursor.execute("SELECT COUNT(*), COALESCE(SUM(length(data)), 0) FROM market_secondbarpack")
+    packs, values = cursor.fetchone()
+    cursor.execute("SELECT seconds FROM market_secondbarpack")
+    packed = sum(mask.bit_count() for (mask,) in cursor.fetchall())
+    sizes["second, packed tier"] = {{"rows": packed, "packs": packs, "heap": int(heap), "indexes": int(indexes),
+                                     "values": int(values)}}
+
+# Decoding: one pair's second bars read with every field through the selector (both
+# tiers), against the same bars all stored as rows (a pair written with row inserts only),
+# best of 5, per bar.
+from market.selectors import bars_range
+from market.models import SecondBar
+pair = pairs[0]
+bars = list(bars_range(pair=pair, granularity="second", from_ms=0, to_ms=1 << 62))
+rows_pair = Pair.objects.create(exchange=exchange, base=asset_ensure("ROWS"), quote=pair.quote)
+SecondBar.objects.bulk_create([SecondBar(pair=rows_pair, **{{name: getattr(bar, name) for name in BAR_FIELDS}})
+                               for bar in bars])
+timings = {{}}
+for name, reader in (("both tiers", pair), ("rows only", rows_pair)):
+    best = float("inf")
+    for _ in range(5):
+        began = time.perf_counter()
+        got = list(bars_range(pair=reader, granularity="second", from_ms=0, to_ms=1 << 62))
+        best = min(best, time.perf_counter() - began)
+    assert got == bars
+    timings[name] = best / len(bars)
+with connection.cursor() as cursor:
+    cursor.execute("SELECT minute_ts_ms, seconds, data FROM market_secondbarpack WHERE pair_id = %s", [pair.pk])
+    blobs = cursor.fetchall()
+began = time.perf_counter()
+for _ in range(5):
+    decoded = sum(len(bar_pack.decode(minute, seconds, data)) for minute, seconds, data in blobs)
+timings["decode only"] = (time.perf_counter() - began) / (5 * decoded)
+sizes["read"] = {{"rows": len(bars), **timings}}
 print("BENCH-SIZES " + json.dumps(sizes))
 """
 
@@ -186,6 +202,16 @@ for name, write, offset in (("per_pair", per_pair, 0), ("together", together, 1_
         took.append(time.perf_counter() - began)
     took.sort()
     timings[name] = took[len(took) // 2] / {pairs}
+# the tick that passes a minute's end packs that minute of every pair (one insert, one delete)
+took = []
+for minute in range(1, 4):
+    closing = start + 600_000 + minute * 60_000  # minutes 11 to 13: no bar written there yet
+    for second in range(-59, 0):
+        together(closing + second * 1000)
+    began = time.perf_counter()
+    together(closing)
+    took.append(time.perf_counter() - began)
+timings["packing"] = sorted(took)[1] / {pairs}
 print("BENCH-MULTI " + json.dumps(timings))
 """
 
@@ -290,20 +316,34 @@ def run() -> list[dict]:
     try:
         sizes = measure_sizes(url)
         multi = measure_multi_pair(url)
-        dropped = measure_partition_drop(url, pairs=int(os.environ.get("BENCH_DROP_PAIRS", "200")))
+        dropped = None if os.environ.get("BENCH_SKIP_DROP") else measure_partition_drop(
+            url, pairs=int(os.environ.get("BENCH_DROP_PAIRS", "200")))
     finally:
         drop()
     rows = []
+    packed, read = sizes.pop("second, packed tier"), sizes.pop("read")
     for granularity, size in sizes.items():
         if not size["rows"] or granularity in ("hour", "day"):  # a hundred rows: pages, not rows, would count
             continue
         per_row = (size["heap"] + size["indexes"]) / size["rows"]
-        if granularity.startswith("packed"):
+        if granularity == "second":
+            bars = size["rows"] + packed["rows"]
+            total = (size["heap"] + size["indexes"] + packed["heap"] + packed["indexes"]) / bars
+            per_packed = (packed["heap"] + packed["indexes"]) / packed["rows"]
             rows.append({
-                "figure": f"a second bar {granularity}, with its index (the same bars; not the stored layout)",
-                "value": f"{per_row:.0f} B", "comparison": f"heap + TOAST {size['heap'] / size['rows']:.0f} B + index "
-                                                           f"{size['indexes'] / size['rows']:.0f} B; the compressed "
-                                                           f"values alone {size['values'] / size['rows']:.0f} B",
+                "figure": "stored second bar, both tiers, with their indexes and TOAST (real BTCUSDT + ETHUSDT "
+                          "recordings, ingested)",
+                "value": f"{total:.0f} B",
+                "comparison": f"packed tier {per_packed:.0f} B a bar ({packed['rows']} bars in {packed['packs']} "
+                              f"packs; zstd data {packed['values'] / packed['rows']:.0f} B, table + TOAST "
+                              f"{packed['heap'] / packed['rows']:.0f} B, index {packed['indexes'] / packed['rows']:.1f}"
+                              f" B); row tier (open minutes) {per_row:.0f} B a bar ({size['rows']} rows)",
+                "goal": f"<= {GOAL_BYTES} B", "met": total <= GOAL_BYTES})
+            rows.append({
+                "figure": "reading a pair's second bars, every field (bars_range), per bar",
+                "value": f"{read['both tiers'] * 1e6:.1f} us",
+                "comparison": f"the same {read['rows']} bars all as rows: {read['rows only'] * 1e6:.1f} us; "
+                              f"decoding packs alone {read['decode only'] * 1e6:.1f} us",
                 "goal": "", "met": None})
             continue
         rows.append({
@@ -311,16 +351,18 @@ def run() -> list[dict]:
             "value": f"{per_row:.0f} B",
             "comparison": f"heap {size['heap'] / size['rows']:.0f} B + indexes {size['indexes'] / size['rows']:.0f} B "
                           f"({size['indexes_rebuilt'] / size['rows']:.0f} B rebuilt), {size['rows']} rows",
-            "goal": f"<= {GOAL_BYTES} B" if granularity == "second" else "",
-            "met": per_row <= GOAL_BYTES if granularity == "second" else None,
+            "goal": "", "met": None,
         })
     rows.append({
         "figure": "second bars of one tick, 100 pairs x 1 bar, written together (bars_write_many), per bar",
         "value": f"{multi['together'] * 1e6:.0f} us",
         "comparison": f"one bars_write per pair: {multi['per_pair'] * 1e6:.0f} us per bar "
-                      f"({multi['per_pair'] / multi['together']:.1f}x)",
+                      f"({multi['per_pair'] / multi['together']:.1f}x); the tick that closes a minute, packing "
+                      f"it for every pair: {multi['packing'] * 1e6:.0f} us per bar",
         "goal": "", "met": None,
     })
+    if dropped is None:
+        return rows
     rows.append({
         "figure": f"retention: dropping a day of {dropped['rows'] // 86_400} pairs' second bars "
                   f"({dropped['rows']:,} rows, {dropped['bytes'] / 2**30:.1f} GiB)",

@@ -44,7 +44,8 @@ def _history(env: dict, given: bool) -> str:
     import psycopg
 
     with psycopg.connect(env["DATABASE_URL"]) as conn:
-        seconds, hours = stored_rows(conn, "market_secondbar"), stored_rows(conn, "market_hourbar")
+        seconds = stored_rows(conn, "market_secondbar") + 60 * stored_rows(conn, "market_secondbarpack")  # whole minutes
+        hours = stored_rows(conn, "market_hourbar")
     return f"{seconds / 1e6:.1f} M second bars, {hours / 1e6:.1f} M hour bars stored"
 
 

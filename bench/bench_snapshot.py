@@ -77,21 +77,32 @@ def _synthesized_day(env: dict) -> tuple[str, int, int, int]:
         pair_id, = conn.execute("SELECT p.id FROM market_pair p JOIN market_exchange e ON e.id = p.exchange_id "
                                 "JOIN market_asset b ON b.id = p.base_id WHERE e.slug = 'synthetic' "
                                 "AND b.symbol = 'SYN001'").fetchone()
-        last, = conn.execute("SELECT MAX(ts_ms) FROM market_secondbar WHERE pair_id = %s", (pair_id,)).fetchone()
-        held = stored_rows(conn, "market_secondbar")
+        # the newest second: a row of an open minute, or the last of a pack (market/bar_pack.py)
+        last, = conn.execute("SELECT GREATEST((SELECT MAX(ts_ms) FROM market_secondbar WHERE pair_id = %s), "
+                             "(SELECT minute_ts_ms + 59000 FROM market_secondbarpack WHERE pair_id = %s "
+                             "ORDER BY minute_ts_ms DESC LIMIT 1))", (pair_id, pair_id)).fetchone()
+        held = stored_rows(conn, "market_secondbar") + 60 * stored_rows(conn, "market_secondbarpack")
     end = last + 1000
     return key, end - DAY_MS, end, pair_id, held
 
 
 def _raw_fetch(database_url: str, pair_id: int, start: int, end: int) -> float:
+    """The bars' values fetched by psycopg: the rows of minutes not packed yet and the
+    packs, decoded (market/bar_pack.py), every column."""
     import psycopg
 
+    from market import bar_pack
     from market.bars import BAR_FIELDS
 
     with psycopg.connect(database_url) as conn:
         started = time.perf_counter()
         rows = conn.execute(f"SELECT {', '.join(BAR_FIELDS)} FROM market_secondbar WHERE pair_id = %s "
                             "AND ts_ms >= %s AND ts_ms < %s ORDER BY ts_ms", (pair_id, start, end)).fetchall()
+        for minute, seconds, data in conn.execute(
+                "SELECT minute_ts_ms, seconds, data FROM market_secondbarpack WHERE pair_id = %s "
+                "AND minute_ts_ms > %s AND minute_ts_ms < %s ORDER BY minute_ts_ms",
+                (pair_id, start - bar_pack.MINUTE_MS, end)):
+            rows += [row for row in bar_pack.decode(minute, seconds, data) if start <= row[0] < end]
         elapsed = time.perf_counter() - started
     assert len(rows) == 86_400
     return elapsed

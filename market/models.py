@@ -1,6 +1,7 @@
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Upper
+from django.db.models.functions import Mod, Upper
+from django.db.models.lookups import Exact
 
 
 class Exchange(models.Model):
@@ -191,3 +192,32 @@ class DayBar(BarFields):
 
 
 BAR_MODELS = {"second": SecondBar, "minute": MinuteBar, "hour": HourBar, "day": DayBar}
+
+
+class SecondBarPack(models.Model):
+    """One minute of a pair's second bars, packed (market/bar_pack.py): the packed tier of
+    the second-bar store. SecondBar keeps the seconds of minutes not packed yet (the open
+    one); a closed minute's seconds move here in the transaction that writes past its end
+    (market/services.py), so a second is in exactly one of the two. A row costs ~60 B of
+    header, line pointer and index entry whatever its size: one per minute instead of one
+    per second (docs/DECISIONS.md). Partitioned by day of minute_ts_ms like SecondBar."""
+
+    pk = models.CompositePrimaryKey("pair", "minute_ts_ms")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="+", db_index=False)
+    minute_ts_ms = models.BigIntegerField()
+    seconds = models.BigIntegerField(help_text="Bit i set: the bar at minute_ts_ms + i s is in the pack")
+    data = models.BinaryField(help_text="market.bar_pack: format byte, then zstd of null masks and values")
+
+    partition_key = "minute_ts_ms"
+    partition_span = "day"  # dropped with the day's second bars
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(Exact(Mod("minute_ts_ms", 60_000), 0), minute_ts_ms__gte=0),
+                                   name="secondbarpack_minute_whole"),
+            models.CheckConstraint(condition=Q(seconds__gt=0) & Q(seconds__lt=1 << 60),
+                                   name="secondbarpack_seconds_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pair {self.pair_id} @ {self.minute_ts_ms}: {self.seconds.bit_count()} s"

@@ -11,9 +11,9 @@ from config import clock
 from config.db import fetch_prepared, fetch_prepared_on_loop
 from config.recent import RecentLookups
 
-from . import series
+from . import bar_pack, series
 from .bars import BAR_FIELDS, GRANULARITY_MS, Bar, floor_ms
-from .models import BAR_MODELS, Asset, Exchange, Pair
+from .models import BAR_MODELS, Asset, Exchange, Pair, SecondBarPack
 
 
 # Every API request names a pair or an exchange; building the same three-table query each
@@ -61,13 +61,50 @@ def pairs_streamable() -> QuerySet[Pair]:
 
 
 def _bars_range_sql(granularity: str, columns: tuple[str, ...]) -> str:
+    """The statement of a pair's bars with from <= ts_ms < to, in time order. Second bars
+    are read from both tiers in one statement (one snapshot: a minute being packed is seen
+    either as rows or as its pack, never both, never neither): the rows, then the packs
+    of the minutes overlapping the range, with their minute start as ts_ms, the other
+    columns NULL and their seconds and data last (NULL for a row): `_stored` turns them
+    into bars. Parameters: `_range_params`."""
     meta = BAR_MODELS[granularity]._meta
     names = ", ".join(connection.ops.quote_name(meta.get_field(name).column) for name in columns)
-    return (f"SELECT {names} FROM {connection.ops.quote_name(meta.db_table)} "
-            "WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s ORDER BY ts_ms")
+    sql = (f"SELECT {names}{', NULL AS seconds, NULL AS data' if granularity == 'second' else ''} "
+           f"FROM {connection.ops.quote_name(meta.db_table)} WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s")
+    if granularity == "second":
+        packed = ", ".join("minute_ts_ms" if name == "ts_ms" else "NULL" for name in columns)
+        sql += (f" UNION ALL SELECT {packed}, seconds, data FROM "
+                f"{connection.ops.quote_name(SecondBarPack._meta.db_table)} "
+                "WHERE pair_id = %s AND minute_ts_ms >= %s AND minute_ts_ms < %s")
+    return sql + " ORDER BY ts_ms"
+
+
+def _range_params(granularity: str, pair_id: int, from_ms: int, to_ms: int) -> list[int]:
+    """The parameters of `_bars_range_sql`: the packs' range reaches back to the minute
+    holding from_ms (its start is up to 59.999 s earlier)."""
+    params = [pair_id, from_ms, to_ms]
+    if granularity == "second":
+        params += [pair_id, from_ms - bar_pack.MINUTE_MS + 1, to_ms]
+    return params
+
+
+def _stored(granularity: str, columns: tuple[str, ...], rows: list[tuple], from_ms: int, to_ms: int,
+            limit: int | None = None) -> list[tuple]:
+    """The bars of a `_bars_range_sql` read as tuples of the columns, second bars' packs
+    decoded (market/bar_pack.py): the one place readers turn the packed tier into bars."""
+    if granularity != "second":
+        return rows
+    return bar_pack.merged(rows, columns, from_ms, to_ms, limit)
 
 
 _BARS_RANGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _range_sql(granularity: str, columns: tuple[str, ...]) -> str:
+    sql = _BARS_RANGE_SQL.get((granularity, columns))
+    if sql is None:
+        sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
+    return sql
 
 
 def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
@@ -77,10 +114,9 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
     endpoints cap it), so one plain fetch beats a server-side cursor. The statement is
     written once per bar table and columns: the ORM built the same one on every series
     request, half the request's CPU (docs/BENCHMARKS.md)."""
-    sql = _BARS_RANGE_SQL.get((granularity, columns))
-    if sql is None:
-        sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
-    rows = fetch_prepared(sql, [pair.pk, from_ms, to_ms])
+    rows = _stored(granularity, columns,
+                   fetch_prepared(_range_sql(granularity, columns), _range_params(granularity, pair.pk, from_ms, to_ms)),
+                   from_ms, to_ms)
     if columns == BAR_FIELDS:
         for row in rows:
             yield Bar(*row)
@@ -92,15 +128,95 @@ def bars_range(*, pair: Pair, granularity: str, from_ms: int, to_ms: int,
 _BARS_PAGE_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
+def _second_page_sql(columns: tuple[str, ...]) -> str:
+    """A page of second bars from both tiers in one statement, each tier limited on its own
+    (rows: the bars wanted; packs: enough full minutes for them, `_packs_for`), so a page
+    never reads and decodes far more packs than it returns. The NULLs are typed: a
+    subquery's output has no type to take from the other branch."""
+    meta = BAR_MODELS["second"]._meta
+    quote = connection.ops.quote_name
+
+    def null(db_type: str) -> str:
+        return f"CAST(NULL AS {db_type})"
+
+    names = ", ".join(quote(meta.get_field(name).column) for name in columns)
+    packed = ", ".join("minute_ts_ms" if name == "ts_ms" else
+                       f"{null(meta.get_field(name).db_type(connection))} AS {quote(name)}" for name in columns)
+    blob = SecondBarPack._meta.get_field("data").db_type(connection)
+    return (f"SELECT * FROM (SELECT {names}, {null('bigint')} AS seconds, {null(blob)} AS data "
+            f"FROM {quote(meta.db_table)} WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s ORDER BY ts_ms LIMIT %s) "
+            f"AS r UNION ALL SELECT * FROM (SELECT {packed}, seconds, data FROM {quote(SecondBarPack._meta.db_table)} "
+            "WHERE pair_id = %s AND minute_ts_ms >= %s AND minute_ts_ms < %s ORDER BY minute_ts_ms LIMIT %s) AS p "
+            "ORDER BY ts_ms")
+
+
+def _packs_for(bars: int) -> int:
+    """Packs enough for `bars` bars when minutes are full (one more for a first minute
+    mostly before the page); fewer bars come back when they are not, and the page reads on."""
+    return bars // 60 + 2
+
+
 def bars_page(*, pair_id: int, granularity: str, columns: tuple[str, ...], after_ms: int, to_ms: int,
               limit: int) -> list[tuple]:
     """Up to `limit` stored bars with after_ms < ts_ms < to_ms in time order, as tuples of
-    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary."""
+    the columns (a page of a long read, keyset by ts_ms). Prepared, read in binary. Second
+    bars: when a tier's limit was reached, only the bars before its last one are sure to
+    be complete; they are kept and the page reads on from there (a short read where packs
+    hold sparse minutes)."""
     sql = _BARS_PAGE_SQL.get((granularity, columns))
     if sql is None:
         sql = _BARS_PAGE_SQL[granularity, columns] = (
-            _bars_range_sql(granularity, columns).replace("ts_ms >= %s", "ts_ms > %s") + " LIMIT %s")
-    return fetch_prepared(sql, [pair_id, after_ms, to_ms, limit], binary=True)
+            _second_page_sql(columns) if granularity == "second" else _range_sql(granularity, columns) + " LIMIT %s")
+    if granularity != "second":
+        return fetch_prepared(sql, [*_range_params(granularity, pair_id, after_ms + 1, to_ms), limit], binary=True)
+    at, out = columns.index("ts_ms"), []
+    while len(out) < limit:
+        want = limit - len(out)
+        rows = fetch_prepared(sql, [pair_id, after_ms + 1, to_ms, want,
+                                    pair_id, after_ms + 1 - bar_pack.MINUTE_MS + 1, to_ms, _packs_for(want)],
+                              binary=True)
+        stored = [row for row in rows if row[-1] is None]
+        packed = len(rows) - len(stored)
+        complete_to = to_ms  # the bars before it are all in `rows`
+        if len(stored) == want:
+            complete_to = min(complete_to, stored[-1][at] + 1)
+        if packed == _packs_for(want):
+            complete_to = min(complete_to, max(row[at] for row in rows if row[-1] is not None) + bar_pack.MINUTE_MS)
+        bars = bar_pack.merged([row for row in rows if row[-1] is not None or row[at] < complete_to], columns,
+                               after_ms + 1, complete_to, want)
+        out += bars
+        if complete_to == to_ms:
+            break
+        after_ms = complete_to - 1
+    return out
+
+
+def second_bar_last_ts(*, pair_id: int) -> int | None:
+    """The start of the pair's latest stored second bar, a row or in a pack."""
+    from django.db.models import Max
+
+    from .models import SecondBar
+
+    last_row = SecondBar.objects.filter(pair_id=pair_id).aggregate(last=Max("ts_ms"))["last"]
+    last_pack = (SecondBarPack.objects.filter(pair_id=pair_id).order_by("-minute_ts_ms")
+                 .values_list("minute_ts_ms", "seconds").first())
+    last_packed = bar_pack.last_ts(*last_pack) if last_pack else None
+    return max((ts for ts in (last_row, last_packed) if ts is not None), default=None)
+
+
+def second_bars_count(*, pair_id: int, from_ms: int, to_ms: int) -> int:
+    """How many second bars the pair holds with from_ms <= ts_ms < to_ms, both tiers, in
+    one statement (one snapshot: a minute packed meanwhile is counted once)."""
+    quote = connection.ops.quote_name
+    sql = (f"SELECT NULL, COUNT(*) FROM {quote(BAR_MODELS['second']._meta.db_table)} "
+           "WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s UNION ALL "
+           f"SELECT minute_ts_ms, seconds FROM {quote(SecondBarPack._meta.db_table)} "
+           "WHERE pair_id = %s AND minute_ts_ms >= %s AND minute_ts_ms < %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pair_id, from_ms, to_ms, pair_id, from_ms - bar_pack.MINUTE_MS + 1, to_ms])
+        rows = cursor.fetchall()
+    return sum(count if minute is None else bar_pack.count_between(minute, count, from_ms, to_ms)
+               for minute, count in rows)
 
 
 # A client polling a month of daily candles asks for the same closed bars again and again:
@@ -117,10 +233,7 @@ def _series_statement(pair: Pair, metric: str, granularity: str, from_ms: int, t
     """The statement (written once per bar table and metric) and parameters of a series'
     bars: only the metric's columns, in time order."""
     columns = series.METRICS[metric]["columns"]
-    sql = _BARS_RANGE_SQL.get((granularity, columns))
-    if sql is None:
-        sql = _BARS_RANGE_SQL[granularity, columns] = _bars_range_sql(granularity, columns)
-    return sql, [pair.pk, from_ms, to_ms]
+    return _range_sql(granularity, columns), _range_params(granularity, pair.pk, from_ms, to_ms)
 
 
 def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, from_ms: int, to_ms: int,
@@ -130,10 +243,11 @@ def series_rows(*, pair: Pair, metric: str, granularity: str, resolution: str, f
     HISTORY_CACHE_SECONDS (a late bar or a correction reaches them within that): read
     them, never change them. The current period's bar is read every time."""
     parts = []
-    for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
-        def load(statement=statement) -> list[dict]:
-            return series.rows(fetch_prepared(*statement, binary=True), metric, resolution, keep=keep,
-                               rounding=pair.rounding)
+    for statement, key, bounds in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
+        def load(statement=statement, bounds=bounds) -> list[dict]:
+            stored = _stored(granularity, series.METRICS[metric]["columns"],
+                             fetch_prepared(*statement, binary=True), *bounds)
+            return series.rows(stored, metric, resolution, keep=keep, rounding=pair.rounding)
 
         parts.append(load() if key is None else _recent_history.get(key, load))
     return _joined(parts)
@@ -145,11 +259,12 @@ async def series_rows_on_loop(*, pair: Pair, metric: str, granularity: str, reso
     async pool (config.db.fetch_prepared_on_loop, PostgreSQL only), the same rows, kept
     and reused under the same rules."""
     parts = []
-    for statement, key in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
+    for statement, key, bounds in _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep):
         found = None if key is None else _recent_history.fresh(key)
         if found is None:
-            found = series.rows(await fetch_prepared_on_loop(*statement, binary=True), metric, resolution, keep=keep,
-                                rounding=pair.rounding)
+            stored = _stored(granularity, series.METRICS[metric]["columns"],
+                             await fetch_prepared_on_loop(*statement, binary=True), *bounds)
+            found = series.rows(stored, metric, resolution, keep=keep, rounding=pair.rounding)
             if key is not None:
                 _recent_history.put(key, found)
         parts.append(found)
@@ -161,10 +276,12 @@ def _joined(parts: list[list[dict]]) -> list[dict]:
     return parts[0] if len(parts) == 1 else [row for part in parts for row in part]
 
 
-def _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep) -> list[tuple[tuple, tuple | None]]:
-    """The reads a series' rows are made of, in time order, each a statement and the key its
-    rows are shared under (None: read every time): the periods that have ended (shared, if
-    no more than HISTORY_CACHE_MAX_BARS), then the current period (read every time)."""
+def _series_parts(pair, metric, granularity, resolution, from_ms, to_ms,
+                  keep) -> list[tuple[tuple, tuple | None, tuple[int, int]]]:
+    """The reads a series' rows are made of, in time order, each a statement, the key its
+    rows are shared under (None: read every time) and its range: the periods that have
+    ended (shared, if no more than HISTORY_CACHE_MAX_BARS), then the current period (read
+    every time)."""
     ended = max(from_ms, min(to_ms, floor_ms(clock.now_ms(), granularity)))
     parts = []
     if from_ms < ended:
@@ -172,9 +289,9 @@ def _series_parts(pair, metric, granularity, resolution, from_ms, to_ms, keep) -
         if (ended - from_ms) // GRANULARITY_MS[granularity] <= HISTORY_CACHE_MAX_BARS:
             key = (pair.pk, pair.price_increment, pair.amount_increment, metric, granularity, resolution, from_ms,
                    ended, keep)
-        parts.append((_series_statement(pair, metric, granularity, from_ms, ended), key))
+        parts.append((_series_statement(pair, metric, granularity, from_ms, ended), key, (from_ms, ended)))
     if ended < to_ms:
-        parts.append((_series_statement(pair, metric, granularity, ended, to_ms), None))
+        parts.append((_series_statement(pair, metric, granularity, ended, to_ms), None, (ended, to_ms)))
     return parts
 
 

@@ -16,8 +16,9 @@ from django.db import connection, models, transaction
 
 from config.db import Float8Array, Int8Array, execute_prepared, fetch_prepared
 
+from . import bar_pack
 from .bars import BAR_FIELDS, GRANULARITY_MS, Bar, floor_ms, merge
-from .models import BAR_MODELS, Asset, Exchange, Pair
+from .models import BAR_MODELS, Asset, Exchange, Pair, SecondBarPack
 from .partitions import partitioned, partitions_ahead, partitions_drop_before, partitions_ensure
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,11 @@ _CHILDREN_SQL: dict[tuple[str, str, int], str] = {}
 
 
 def _children_sql(model, spans: int) -> str:
-    """The stored bars of some pairs in some ranges: `spans` times (pair ids, from, to)."""
+    """The stored bars of some pairs in some ranges: `spans` times (pair ids, from, to).
+    Second bars are read from both tiers (rows, then packs: `_second_children`), with the
+    pack's seconds and data last (None for a row); their rows from one minute earlier than
+    the range (a second parameter triple per span), so a minute the last tick left open and
+    this one closed is found and packed."""
     key = (connection.vendor, model._meta.db_table, spans)
     if key not in _CHILDREN_SQL:
         quote = connection.ops.quote_name
@@ -95,8 +100,13 @@ def _children_sql(model, spans: int) -> str:
         pairs = ("pair_id = ANY(%s)" if connection.vendor == "postgresql"
                  else "pair_id IN (SELECT value FROM json_each(%s))")
         where = " OR ".join([f"({pairs} AND ts_ms >= %s AND ts_ms < %s)"] * spans)
-        _CHILDREN_SQL[key] = (f"SELECT pair_id, {names} FROM {quote(model._meta.db_table)} WHERE {where} "
-                              "ORDER BY pair_id, ts_ms")
+        sql = f"SELECT pair_id, {names} FROM {quote(model._meta.db_table)} WHERE {where}"
+        if model is BAR_MODELS["second"]:
+            sql = (f"SELECT pair_id, {names}, NULL AS seconds, NULL AS data FROM {quote(model._meta.db_table)} "
+                   f"WHERE {where} UNION ALL SELECT pair_id, minute_ts_ms, {', '.join(['NULL'] * (len(BAR_FIELDS) - 1))}, "
+                   f"seconds, data FROM {quote(SecondBarPack._meta.db_table)} "
+                   f"WHERE {where.replace('ts_ms', 'minute_ts_ms')}")
+        _CHILDREN_SQL[key] = f"{sql} ORDER BY pair_id, ts_ms"
     return _CHILDREN_SQL[key]
 
 
@@ -109,16 +119,99 @@ def _roll_up(child: str, parent: str, spans: dict[int, tuple[Pair, int, int]]) -
     pairs_by_span: dict[tuple[int, int], list[int]] = defaultdict(list)  # a tick's pairs share their spans
     for pk, (_, start, end) in parent_spans.items():
         pairs_by_span[start, end].append(pk)
-    params = []
+    params, row_params = [], []
     for (start, end), pks in pairs_by_span.items():
-        params += [pks if connection.vendor == "postgresql" else json.dumps(pks), start, end]
+        ids = pks if connection.vendor == "postgresql" else json.dumps(pks)
+        params += [ids, start, end]
+        row_params += [ids, start - GRANULARITY_MS["minute"], end]
     groups: dict[int, dict[int, list[Bar]]] = defaultdict(lambda: defaultdict(list))
-    for pair_id, *values in fetch_prepared(_children_sql(BAR_MODELS[child], len(pairs_by_span)), params):
-        bar = Bar(*values)
-        groups[pair_id][floor_ms(bar.ts_ms, parent)].append(bar)
+    if child == "second":
+        rows = fetch_prepared(_children_sql(BAR_MODELS[child], len(pairs_by_span)), row_params + params)
+        groups = _second_children(rows, spans, parent_spans)
+    else:
+        for pair_id, *values in fetch_prepared(_children_sql(BAR_MODELS[child], len(pairs_by_span)), params):
+            bar = Bar(*values)
+            groups[pair_id][floor_ms(bar.ts_ms, parent)].append(bar)
     _upsert(parent, [(parent_spans[pk][0], [merge(children, ts) for ts, children in sorted(by_ts.items())])
                      for pk, by_ts in groups.items()])
     return parent_spans
+
+
+def _second_children(rows, spans, parent_spans) -> dict[int, dict[int, list[Bar]]]:
+    """The second bars of each pair's minutes (pair id -> minute -> bars) from a read of
+    both tiers, packing on the way every minute the written seconds passed the end of (and
+    re-packing a packed one a second was written into): one insert of the packs and one
+    delete of their rows for all pairs, in the caller's transaction, so any statement
+    reading second bars sees each second once, either as a row or in a pack."""
+    hot: dict[int, dict[int, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    packs: dict[int, dict[int, tuple[int, bytes]]] = defaultdict(dict)
+    for pair_id, *values, seconds, data in rows:
+        if data is None:
+            hot[pair_id][bar_pack.minute_of(values[0])].append(tuple(values))
+        else:
+            packs[pair_id][values[0]] = (seconds, data)
+    groups: dict[int, dict[int, list[Bar]]] = defaultdict(dict)
+    packing = []
+    for pair_id in hot.keys() | packs.keys():
+        written_to = spans[pair_id][2]  # the end of the last second written
+        start = parent_spans[pair_id][1]
+        for minute in sorted(hot[pair_id].keys() | packs[pair_id].keys()):
+            stored, pack = hot[pair_id].get(minute), packs[pair_id].get(minute)
+            if pack is None:
+                bars = stored
+            else:
+                bars = bar_pack.decode(minute, *pack)
+                if stored:  # written into a packed minute: the rows win, the minute is packed again
+                    by_ts = {bar[0]: bar for bar in bars}
+                    by_ts.update((bar[0], bar) for bar in stored)
+                    bars = [by_ts[ts] for ts in sorted(by_ts)]
+            if stored and (pack is not None or written_to >= minute + bar_pack.MINUTE_MS + GRANULARITY_MS["second"]):
+                packing.append((pair_id, minute, *bar_pack.encode(minute, bars)))
+            if minute >= start:  # the minute before the range was read only to be packed
+                groups[pair_id][minute] = [Bar(*bar) for bar in bars]
+    if packing:
+        _packs_store(packing)
+    return groups
+
+
+_PACK_SQL: dict[str, tuple[str, str]] = {}
+
+
+def _pack_sql() -> tuple[str, str]:
+    """The upsert of packs and the delete of their minutes' rows (in PostgreSQL each one
+    statement for any number of minutes, each column an array)."""
+    if connection.vendor not in _PACK_SQL:
+        quote = connection.ops.quote_name
+        packs, rows = quote(SecondBarPack._meta.db_table), quote(BAR_MODELS["second"]._meta.db_table)
+        conflict = ("ON CONFLICT (pair_id, minute_ts_ms) DO UPDATE SET seconds = EXCLUDED.seconds, "
+                    "data = EXCLUDED.data")
+        if connection.vendor == "postgresql":
+            _PACK_SQL[connection.vendor] = (
+                f"INSERT INTO {packs} (pair_id, minute_ts_ms, seconds, data) "
+                f"SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[], %b::bytea[]) {conflict}",
+                f"DELETE FROM {rows} AS r USING unnest(%b::bigint[], %b::bigint[]) AS m(pair_id, minute) "
+                f"WHERE r.pair_id = m.pair_id AND r.ts_ms >= m.minute AND r.ts_ms < m.minute + "
+                f"{bar_pack.MINUTE_MS}")
+        else:
+            _PACK_SQL[connection.vendor] = (
+                f"INSERT INTO {packs} (pair_id, minute_ts_ms, seconds, data) VALUES (%s, %s, %s, %s) {conflict}",
+                f"DELETE FROM {rows} WHERE pair_id = %s AND ts_ms >= %s AND ts_ms < %s + {bar_pack.MINUTE_MS}")
+    return _PACK_SQL[connection.vendor]
+
+
+def _packs_store(packing: list[tuple[int, int, int, bytes]]) -> None:
+    """Store packs (pair id, minute, seconds, data), replacing any of the same minute, and
+    delete the rows of their minutes."""
+    insert, delete = _pack_sql()
+    partitions_ensure(SecondBarPack, {minute for _, minute, _, _ in packing})
+    if connection.vendor == "postgresql":
+        pair_ids, minutes, seconds, data = zip(*packing)
+        execute_prepared(insert, [Int8Array(pair_ids), Int8Array(minutes), Int8Array(seconds), list(data)])
+        execute_prepared(delete, [Int8Array(pair_ids), Int8Array(minutes)])
+    else:
+        with connection.cursor() as cursor:
+            cursor.executemany(insert, packing)
+            cursor.executemany(delete, [(pair_id, minute, minute) for pair_id, minute, _, _ in packing])
 
 
 def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
@@ -148,22 +241,30 @@ def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:
 def bars_purge(*, now_ms: int) -> dict[str, int]:
     """Remove bars older than their granularity's retention (settings.BAR_RETENTION_DAYS).
     In PostgreSQL whole partitions go (a partition goes once all of it is past the
-    retention; no row is deleted) and the count is of partitions dropped; in SQLite rows
-    are deleted and counted."""
+    retention; no row is deleted) and the count is of spans dropped (a day of second bars:
+    its rows' partition and its packs'); in SQLite rows are deleted and bars counted, a pack going once all
+    its minute is past the retention."""
     removed = {}
     for granularity, days in settings.BAR_RETENTION_DAYS.items():
         if days:
             model, cutoff = BAR_MODELS[granularity], now_ms - days * 86_400_000
-            if partitioned():
-                removed[granularity] = len(partitions_drop_before(model, cutoff_ms=cutoff, now_ms=now_ms))
+            tables = [model, SecondBarPack] if granularity == "second" else [model]
+            if partitioned():  # a day of second bars is two partitions, its rows' and its packs': counted once
+                dropped = [name for table in tables
+                           for name in partitions_drop_before(table, cutoff_ms=cutoff, now_ms=now_ms)]
+                removed[granularity] = len({name.rpartition("_p")[2] for name in dropped})
             else:
                 removed[granularity], _ = model.objects.filter(ts_ms__lt=cutoff).delete()
+                if granularity == "second":
+                    old = SecondBarPack.objects.filter(minute_ts_ms__lte=cutoff - bar_pack.MINUTE_MS)
+                    removed[granularity] += sum(mask.bit_count() for mask in old.values_list("seconds", flat=True))
+                    old.delete()
     return removed
 
 
 def bar_partitions_upkeep(*, now_ms: int) -> None:
     """Make the bar partitions of today and the next days ahead of the writes (beat)."""
-    for model in BAR_MODELS.values():
+    for model in (*BAR_MODELS.values(), SecondBarPack):
         partitions_ahead(model, now_ms=now_ms)
 
 
@@ -334,11 +435,43 @@ def history_synthesize(*, pair: Pair, prof, index: int, seed: int, end_ms: int, 
             start = day_start if granularity == "day" else (
                 hour_start if granularity == "hour" else second_start)
             model.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end_ms).delete()
-            _bars_copy(model, pair, columns)
+            if granularity == "second":  # closed minutes all: written packed
+                SecondBarPack.objects.filter(pair=pair, minute_ts_ms__gte=start, minute_ts_ms__lt=end_ms).delete()
+                _packs_copy(pair, columns)
+            else:
+                _bars_copy(model, pair, columns)
     return {granularity: int(columns["ts_ms"].size) for granularity, columns in tables.items()}
 
 
 _COPY_CHUNK_ROWS = 100_000
+
+
+def _packs_copy(pair: Pair, columns) -> None:
+    """Insert whole minutes of second bars (market/synthesis.py's arrays) as packs: by
+    binary COPY in PostgreSQL, a day of minutes at a time."""
+    from . import synthesis
+
+    day = GRANULARITY_MS["day"]
+    ts = columns["ts_ms"]
+    quote = connection.ops.quote_name
+    table = quote(SecondBarPack._meta.db_table)
+    for at in range(0, int(ts.size), day // 1000):
+        chunk = {name: values[at:at + day // 1000] for name, values in columns.items()}
+        minutes, seconds, data = synthesis.minute_packs(chunk)
+        if not minutes:
+            continue
+        partitions_ensure(SecondBarPack, minutes)
+        rows = [(pair.pk, minute, mask, blob) for minute, mask, blob in zip(minutes, seconds, data)]
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                with cursor.copy(f"COPY {table} (pair_id, minute_ts_ms, seconds, data) FROM STDIN "
+                                 "(FORMAT BINARY)") as copy:
+                    copy.set_types(["int8", "int8", "int8", "bytea"])
+                    for row in rows:
+                        copy.write_row(row)
+            else:
+                cursor.executemany(f"INSERT INTO {table} (pair_id, minute_ts_ms, seconds, data) "
+                                   "VALUES (%s, %s, %s, %s)", rows)
 
 
 def _bars_copy(model, pair: Pair, columns) -> None:

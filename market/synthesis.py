@@ -245,3 +245,27 @@ def copy_rows(columns: dict[str, np.ndarray], names: list[str], types: list[str]
             record[name] = values
         out.append(record.tobytes())
     return b"".join(out)
+
+
+def minute_packs(columns: dict[str, np.ndarray]) -> tuple[list[int], list[int], list[bytes]]:
+    """Second bars (columns of whole minutes, every second present, NaN for NULL) as packs
+    (market/bar_pack.py): each minute's start, seconds mask and data."""
+    from .bar_pack import NULLABLE_FIELDS, VALUE_FIELDS, INTEGER_FIELDS as PACK_INTEGERS, encode_raw
+
+    size = int(columns["ts_ms"].size)
+    if size % 60 or (size and columns["ts_ms"][0] % 60_000):
+        raise ValueError("packs hold whole minutes")
+    minutes = size // 60
+    weights = np.left_shift(np.uint64(1), np.arange(60, dtype=np.uint64))
+    masks, values = [], []
+    for name in VALUE_FIELDS:
+        matrix = columns[name].reshape(minutes, 60).astype("<i8" if name in PACK_INTEGERS else "<f8")
+        if name in NULLABLE_FIELDS:
+            null = np.isnan(matrix)
+            masks.append((null.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64).tolist())
+            values.append([row[~flags].tobytes() for row, flags in zip(matrix, null)])
+        else:
+            values.append([row.tobytes() for row in matrix])
+    everything = (1 << 60) - 1
+    data = [encode_raw([mask[i] for mask in masks], [field[i] for field in values]) for i in range(minutes)]
+    return columns["ts_ms"][::60].tolist(), [everything] * minutes, data

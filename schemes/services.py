@@ -17,10 +17,12 @@ def scheme_events_store(*, pair, detections: list[dict]) -> list[SchemeEvent]:
     Ingestion calls this after writing the step's bars and registering their publication,
     so live the events follow those bars; each row keeps the latest stored bar as its
     place in the feed (`after_bar_ms`), where a resumed stream replays it."""
-    from market.models import SecondBar
     from market.partitions import partitions_ensure
+    from market.selectors import second_bar_last_ts
 
-    after_bar_ms = SecondBar.objects.filter(pair=pair).order_by("-ts_ms").values_list("ts_ms", flat=True).first() or 0
+    if not detections:
+        return []
+    after_bar_ms = second_bar_last_ts(pair_id=pair.pk) or 0
     stored = []
     partitions_ensure(SchemeEvent, {_build_start_ms(item) for item in detections})
     for item in detections:

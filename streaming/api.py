@@ -16,7 +16,7 @@ from config.api.errors import InvalidParameter, NotFound
 from config.api.media import CONTENT_TYPES, TOON
 from market.api import StreamablePairView
 from market.models import BAR_MODELS, Pair
-from market.selectors import bars_page, pair_get, pair_streamable, pairs_streamable
+from market.selectors import bars_page, pair_get, pair_streamable, pairs_streamable, second_bars_count
 
 from . import selectors, services, snapshot
 from .models import METRICS
@@ -228,7 +228,8 @@ class SnapshotView(StreamingView):
         self.subscribed_metrics(request, pair)
         metrics, granularity, from_ms, to_ms = given["metrics"], given["granularity"], given["from_ms"], given["to_ms"]
         upper = selectors.snapshot_upper_bound(pair=pair, to_ms=to_ms)
-        count = BAR_MODELS[granularity].objects.filter(pair=pair, ts_ms__gte=from_ms, ts_ms__lt=upper).count()
+        count = (second_bars_count(pair_id=pair.pk, from_ms=from_ms, to_ms=upper) if granularity == "second" else
+                 BAR_MODELS[granularity].objects.filter(pair=pair, ts_ms__gte=from_ms, ts_ms__lt=upper).count())
         head = {"exchange": pair.exchange.slug, "base": pair.base.symbol, "quote": pair.quote.symbol,
                 "granularity": granularity, "from_ms": from_ms, "to_ms": to_ms, "metrics": metrics,
                 "count": count}

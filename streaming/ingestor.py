@@ -22,7 +22,8 @@ from django.db import connection, transaction
 
 from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
-from market.models import Pair, SecondBar
+from market.models import Pair
+from market.selectors import second_bar_last_ts
 from market.services import bars_write, bars_write_many
 from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
@@ -97,7 +98,7 @@ class PairIngestor:
         the process that placed it died first: a cold warm-up's findings are kept."""
         state = IngestionState.objects.filter(pair=self.pair).values_list("cursor_ms", "coverage_from_ms").first()
         return bool(state) and state[1] is not None and state[0] != state[1] \
-            and not SecondBar.objects.filter(pair=self.pair).exists()
+            and second_bar_last_ts(pair_id=self.pair.pk) is None
 
     def _warm_up(self, cursor_ms: int, first_step: bool) -> list[dict]:
         """Bring the builder and the detectors to the cursor. Returns what the detectors

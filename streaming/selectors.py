@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from config import clock
 from config.recent import RecentLookups
+from market import bar_pack
 from market.bars import BAR_FIELDS, DAY_MS, Bar, floor_ms
 from market.models import MinuteBar, Pair
 
@@ -135,25 +136,32 @@ def stream_opening(*, account_id: int, pair: Pair) -> tuple[list[str] | None, tu
     fresh: a position even a moment old would replay, on resume, events the client saw
     before it connected."""
     with connection.cursor() as cursor:
-        cursor.execute(_stream_opening_sql(), [pair.pk, pair.pk, account_id, pair.pk])
-        *flags, bar_ts, scheme_id = cursor.fetchone()
+        cursor.execute(_stream_opening_sql(), [pair.pk, pair.pk, pair.pk, pair.pk, account_id, pair.pk])
+        *flags, bar_ts, pack_minute, pack_seconds, scheme_id = cursor.fetchone()
+    if pack_minute is not None:  # the latest second bar may be in the packed tier (market/bar_pack.py)
+        bar_ts = max(bar_ts or 0, bar_pack.last_ts(pack_minute, pack_seconds))
     metrics = [metric for metric, on in zip(METRICS, flags) if on] if flags[0] is not None else None
     return metrics, (bar_ts or 0, scheme_id or 0)
 
 
 @functools.cache
 def _stream_opening_sql() -> str:
-    from market.models import SecondBar
+    from market.models import SecondBar, SecondBarPack
     from schemes.models import SchemeEvent
 
     def table(model) -> str:
         return connection.ops.quote_name(model._meta.db_table)
 
     flags = ", ".join(f"s.{connection.ops.quote_name(metric)}" for metric in METRICS)
+    last_pack = f"FROM {table(SecondBarPack)} WHERE pair_id = %s ORDER BY minute_ts_ms DESC LIMIT 1"
     return (f"SELECT {flags}, (SELECT MAX(ts_ms) FROM {table(SecondBar)} WHERE pair_id = %s), "
+            f"(SELECT minute_ts_ms {last_pack}), (SELECT seconds {last_pack}), "
             f"(SELECT MAX(id) FROM {table(SchemeEvent)} WHERE pair_id = %s) "
             f"FROM (SELECT 1) AS one LEFT JOIN {table(StreamSubscription)} AS s "
             f"ON s.account_id = %s AND s.pair_id = %s")
+
+
+_NO_END = 1 << 62  # a ts_ms past any bar
 
 
 def parse_cursor(text: str) -> tuple[int, int] | None:
@@ -171,7 +179,7 @@ def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
     after the bar it was stored with, see SchemeEvent.after_bar_ms), as ("bar", Bar) /
     ("scheme-event", dict); or a reset when the cursor is malformed or older than the
     replay window."""
-    from market.models import SecondBar
+    from market.selectors import bars_page
     from schemes.selectors import scheme_events_since
 
     parsed = parse_cursor(cursor)
@@ -182,8 +190,8 @@ def replay_since(*, pair: Pair, cursor: str) -> tuple[list, dict | None]:
     if bar_ts < horizon:
         return [], {"reason": "Last-Event-ID is older than the replay window", "last_event_id": cursor[:100],
                     "replay_window_seconds": settings.SSE_REPLAY_MAX_SECONDS}
-    rows = (SecondBar.objects.filter(pair=pair, ts_ms__gt=bar_ts).order_by("ts_ms")
-            .values_list(*BAR_FIELDS)[:settings.SSE_REPLAY_MAX_SECONDS])
+    rows = bars_page(pair_id=pair.pk, granularity="second", columns=BAR_FIELDS, after_ms=bar_ts, to_ms=_NO_END,
+                     limit=settings.SSE_REPLAY_MAX_SECONDS)
     items = [((bar.ts_ms, 0, 0), "bar", bar) for bar in (Bar(*row) for row in rows)]
     items.extend(((after_bar, 1, event["id"]), "scheme-event", event)
                  for after_bar, event in scheme_events_since(pair=pair, after_id=scheme_id, since_ms=horizon))

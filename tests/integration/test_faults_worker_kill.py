@@ -26,7 +26,8 @@ import pytest
 from django.db import connection
 
 from market.bars import BAR_FIELDS, floor_ms
-from market.models import MinuteBar, Pair, SecondBar
+from market.models import MinuteBar, Pair
+from tests.second_bars import first_second
 from market.services import catalog_seed_demo
 from schemes.models import SchemeEvent
 from streaming.hub import redis_channel
@@ -175,8 +176,7 @@ def test_kill_9_of_ingestion_workers_mid_batch_loses_and_repeats_no_bar_and_no_s
     assert not final.last_error, final.last_error
     source, ref = source_for(pair), pair_ref(pair)
     # The first step placed the cursor (on a minute) and built second bars from there on.
-    start, end = SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list("ts_ms", flat=True)[0], \
-        final.cursor_ms
+    start, end = first_second(pair), final.cursor_ms
     context = f"seed {seed}, kills {kills}"
     assert sum(k["in_transaction"] for k in kills) >= KILLS // 2, context
     assert end - start >= 5 * 60_000, context  # the catch-up and some live seconds were covered

@@ -80,9 +80,9 @@ def test_ingestion_processes_share_the_pairs_and_take_over_joins_and_kills_losin
                 ends = {s.pair_id: s.cursor_ms for s in IngestionState.objects.filter(wanted=True)}
     assert two and three and after_kill
     assert join_seconds < 60 and takeover_seconds < LEASE_SECONDS + 20
-    from market.models import SecondBar
+    from tests.second_bars import first_second
 
     for pair in pairs:
-        start = SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list("ts_ms", flat=True).first()
+        start = first_second(pair)
         assert start is not None and ends[pair.pk] - start > 30_000, pair
         assert_second_bars_are_the_simulators(pair, start, ends[pair.pk], f"{pair}: {two} -> {three} -> {after_kill}")

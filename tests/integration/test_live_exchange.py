@@ -23,7 +23,8 @@ from django.conf import settings
 from django.db import connection
 
 from accounts.services import api_key_create
-from market.models import Exchange, Pair, SecondBar
+from market.models import Exchange, Pair
+from tests.second_bars import stored_seconds
 from market.services import asset_ensure
 from tests.venues.reference import binance_reference
 from tests.venues.server import BINANCE_BTC, ReplayingExchange
@@ -144,7 +145,7 @@ def run_scenario(make_account, *, full: bool):
 def check(pair, venue, snapshot, final, live_bars, candles):
     rows = {row["ts_ms"]: row for row in snapshot["bars"]}
     reference = binance_reference(venue, "BTCUSDT", until_ms=max(rows) + 1000)
-    stored = list(SecondBar.objects.filter(pair=pair).values_list("ts_ms", flat=True))
+    stored = [ts for (ts,) in stored_seconds(pair, columns=("ts_ms",))]
     assert len(stored) == len(set(stored))  # no second twice
     gaps = final["signals"]["gaps"]
     assert len(gaps) == 1 and gaps[0][1] > gaps[0][0]

@@ -12,7 +12,8 @@ import time
 import pytest
 from django.db import connection
 
-from market.models import Pair, SecondBar
+from market.models import Pair
+from tests.second_bars import first_second
 from market.services import catalog_seed_demo
 from streaming.models import IngestionState
 from streaming.services import subscription_upsert
@@ -79,6 +80,6 @@ def test_a_worker_stopped_with_sigterm_hands_its_pairs_to_another_within_seconds
     state = _state(pair)
     assert not state.last_error, state.last_error
     # from the first second bar: the comparison's bar builder starts where ingestion did
-    start = SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list("ts_ms", flat=True)[0]
+    start = first_second(pair)
     context = f"handover in {handover_seconds:.1f} s, span {start}..{end}, SIGTERM at cursor {cursor_at_stop}"
     assert_second_bars_are_the_simulators(pair, start, end, context)

@@ -30,12 +30,12 @@ def assert_second_bars_are_the_simulators(pair, start: int, end: int, context: s
     from collections import Counter
 
     from market.bars import BAR_FIELDS
-    from market.models import SecondBar
     from market.sources.bar_builder import BarBuilder
     from streaming.sources import pair_ref, source_for
 
-    rows = list(SecondBar.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=end)
-                .order_by("ts_ms").values_list(*BAR_FIELDS))
+    from tests.second_bars import stored_seconds
+
+    rows = stored_seconds(pair, start, end, BAR_FIELDS)
     timestamps = [row[0] for row in rows]
     duplicated = [ts for ts, n in Counter(timestamps).items() if n > 1]
     missing = sorted(set(range(start, end, 1000)) - set(timestamps))

@@ -8,7 +8,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from market.bars import BAR_FIELDS, DAY_MS, HOUR_MS, MINUTE_MS, Bar, merge
-from market.models import DayBar, HourBar, MinuteBar, Pair, SecondBar
+from market.models import DayBar, HourBar, MinuteBar, Pair, SecondBar, SecondBarPack
+from market.selectors import bars_range
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +24,8 @@ def synthesize(**options) -> str:
 
 
 def stored(model, pair) -> list[Bar]:
+    if model is SecondBar:  # both tiers
+        return list(bars_range(pair=pair, granularity="second", from_ms=0, to_ms=END_MS + DAY_MS))
     return [Bar(*row) for row in model.objects.filter(pair=pair).order_by("ts_ms").values_list(*BAR_FIELDS)]
 
 
@@ -49,8 +52,15 @@ def test_every_second_minute_and_hour_of_the_range_is_stored_once(history):
     pair, _ = history
     for model, step, first in ((SecondBar, 1000, END_MS - DAY_MS), (MinuteBar, MINUTE_MS, END_MS - DAY_MS),
                                (HourBar, HOUR_MS, END_MS - 3 * DAY_MS)):
-        stamps = list(model.objects.filter(pair=pair).order_by("ts_ms").values_list("ts_ms", flat=True))
+        stamps = [bar.ts_ms for bar in stored(model, pair)]
         assert stamps == list(range(first, END_MS, step)), model.__name__
+
+
+def test_its_second_bars_are_written_as_one_pack_per_minute(history):
+    pair, _ = history
+    assert not SecondBar.objects.filter(pair=pair).exists()
+    packs = list(SecondBarPack.objects.filter(pair=pair).order_by("minute_ts_ms").values_list("minute_ts_ms", "seconds"))
+    assert packs == [(minute, (1 << 60) - 1) for minute in range(END_MS - DAY_MS, END_MS, MINUTE_MS)]
 
 
 def test_bars_keep_bar_s_rules_with_nulls_where_nothing_traded_or_quoted(history):
@@ -92,7 +102,7 @@ def test_running_it_again_replaces_the_same_bars(history):
     pair, _ = history
     before = stored(HourBar, pair)
     synthesize()
-    assert stored(HourBar, pair) == before and SecondBar.objects.filter(pair=pair).count() == 86_400
+    assert stored(HourBar, pair) == before and len(stored(SecondBar, pair)) == 86_400
 
 
 def test_another_seed_gives_another_history(history):

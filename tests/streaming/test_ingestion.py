@@ -6,7 +6,7 @@ import pytest
 
 from config import clock
 from market.bars import MINUTE_MS, floor_ms
-from market.models import MinuteBar, SecondBar
+from market.models import MinuteBar
 from market.sources.bar_builder import BarBuilder
 from market.sources.simulator import SimulatorSource
 from streaming import ingestion
@@ -15,6 +15,7 @@ from streaming.ingestor import LeaseLost, PairIngestor
 from streaming.leases import leases_acquire
 from streaming.models import IngestionState
 from streaming.sources import pair_ref
+from tests.second_bars import stored_seconds
 
 T0 = 1_763_640_000_000  # a minute boundary
 
@@ -41,15 +42,14 @@ def reference_bars(pair, start, end):
 
 
 def stored(pair):
-    return list(SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list("ts_ms", "trade_count", "close",
-                                                                                  "bid_amount_sum"))
+    return stored_seconds(pair, columns=("ts_ms", "trade_count", "close", "bid_amount_sum"))
 
 
 def test_a_step_writes_second_bars_and_moves_the_cursor(btc, state):
     result = PairIngestor(btc).step(T0 + 30_000)
     assert result.cursor_ms == T0 + 30_000 and len(result.bars) == 30
     assert IngestionState.objects.get(pair=btc).cursor_ms == T0 + 30_000
-    assert SecondBar.objects.filter(pair=btc).count() == 30
+    assert len(stored(btc)) == 30
     assert MinuteBar.objects.filter(pair=btc).count() == 1
 
 
@@ -79,7 +79,7 @@ def test_a_worker_that_lost_its_lease_writes_nothing(btc, state):
     leases_acquire(owner="A", pair_ids=[btc.pk])
     with pytest.raises(LeaseLost):
         PairIngestor(btc, owner="B").step(T0 + 10_000)
-    assert SecondBar.objects.filter(pair=btc).count() == 0
+    assert stored(btc) == []
 
 
 def test_a_lease_is_exclusive_until_it_expires(btc, state):

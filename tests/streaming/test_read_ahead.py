@@ -11,13 +11,13 @@ from unittest import mock
 import pytest
 
 from market.bars import BAR_FIELDS
-from market.models import SecondBar
 from schemes.models import DetectorCheckpoint, SchemeEvent
 from streaming.feeds import LiveExchangeSource, PairFeed
 from streaming.ingestion import ingestion_want
 from streaming.ingestor import PairIngestor
 from streaming.models import BookCheckpoint, IngestionState
 from streaming.sources import pair_ref, source_for
+from tests.second_bars import seconds_delete, stored_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "data" / "realdata" / "binance-spot" / "btcusdt_20240808.gz"
@@ -62,7 +62,7 @@ def run(pair, events, *, read_aheads: int, seed: int = 0, delays=None):
     """Tick once a second as the ingestion loop does (a second closes LAG_MS after it ends,
     the tick 100 ms later), with `read_aheads` reads ahead at random moments between ticks.
     With `delays` ({event index: ms}) the events reach the feed as the clock passes them."""
-    SecondBar.objects.filter(pair=pair).delete()
+    seconds_delete(pair)
     SchemeEvent.objects.filter(pair=pair).delete()
     DetectorCheckpoint.objects.filter(pair=pair).delete()
     BookCheckpoint.objects.filter(pair=pair).delete()
@@ -84,7 +84,7 @@ def run(pair, events, *, read_aheads: int, seed: int = 0, delays=None):
                 ahead_of_cursor.append(ingestor.fed_ms - ingestor.builder_cursor)
         arrive(tick_now)
         ingestor.step(tick_now - LAG_MS)
-    bars = list(SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list(*BAR_FIELDS))
+    bars = stored_seconds(pair)
     found = sorted(SchemeEvent.objects.filter(pair=pair).values_list("scheme", "side", "build_start_ms", "ts_ms",
                                                                       "confidence"))
     checkpoints = sorted(BookCheckpoint.objects.filter(pair=pair).values_list("cursor_ms", "state"))

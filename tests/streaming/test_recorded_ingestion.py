@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from market.bars import BAR_FIELDS
-from market.models import Exchange, MinuteBar, Pair, SecondBar
+from market.models import Exchange, MinuteBar, Pair
 from market.services import asset_ensure
 from market.sources.replay import write_jsonl
 from streaming.ingestion import ingestion_want
 from streaming.ingestor import PairIngestor
 from streaming.models import BookCheckpoint, IngestionState
 from streaming.sources import _source, pair_ref
+from tests.second_bars import seconds_delete, stored_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDING = ROOT / "data" / "realdata" / "binance-spot" / "btcusdt_20240808.gz"
@@ -62,11 +63,11 @@ def ingest(pair, *, restart_at=()):
 
 
 def stored(pair):
-    return list(SecondBar.objects.filter(pair=pair).order_by("ts_ms").values_list(*BAR_FIELDS))
+    return stored_seconds(pair)
 
 
 def reset(pair):
-    SecondBar.objects.filter(pair=pair).delete()
+    seconds_delete(pair)
     MinuteBar.objects.filter(pair=pair).delete()
     BookCheckpoint.objects.filter(pair=pair).delete()
     IngestionState.objects.filter(pair=pair).update(cursor_ms=None, coverage_from_ms=None)
@@ -76,11 +77,11 @@ def test_a_recording_older_than_a_day_lands_at_its_own_timestamps(recorded_btc):
     source = _source(Exchange.Source.REPLAY, 0, "", recorded_btc.exchange.replay_path)
     first, last = source.earliest_ms(pair_ref(recorded_btc)), source.latest_ms(pair_ref(recorded_btc))
     ingest(recorded_btc)
-    bars = SecondBar.objects.filter(pair=recorded_btc).order_by("ts_ms")
-    assert bars.first().ts_ms == first - first % 1000  # 2024-08-08 23:54, two years ago
-    assert bars.last().ts_ms == last - last % 1000  # and not one empty second after the recording
-    assert bars.count() == (last - last % 1000 - (first - first % 1000)) // 1000 + 1
-    assert sum(bars.values_list("trade_count", flat=True)) == 9_757
+    bars = stored_seconds(recorded_btc, columns=("ts_ms", "trade_count"))
+    assert bars[0][0] == first - first % 1000  # 2024-08-08 23:54, two years ago
+    assert bars[-1][0] == last - last % 1000  # and not one empty second after the recording
+    assert len(bars) == (last - last % 1000 - (first - first % 1000)) // 1000 + 1
+    assert sum(count for _, count in bars) == 9_757
 
 
 def test_a_worker_restarted_anywhere_in_a_recording_gives_the_same_bars_and_book(recorded_btc):
