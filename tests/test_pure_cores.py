@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE_CORES = ["toon", "market.sources.events", "market.sources.order_book", "market.sources.bar_builder", "market.sources.simulator",
-              "market.sources.netting", "market.sources.flow_stats", "market.sources.second_market", "market.synthesis", "market.series",
+              "market.sources.netting", "market.sources.flow_stats", "market.sources.second_market", "market.synthesis", "market.series", "market.bar_pack",
               "schemes.detectors"]
 FRAMEWORKS = {"django", "rest_framework", "celery", "config"}
 
