@@ -61,6 +61,10 @@ MIRROR_MAX_DIST_SCALED = 1.5
 # resting on that side already and was not flipped to it
 MIRROR_MOVED_SHARE = 0.8
 MIRROR_MOVED_PIECE = 0.25
+# ... and of at most this many times the add each: a quote re-priced comes back whole, so a
+# cancel much larger than the add (a far order of the side pulled in the same netted update)
+# is not the add's quote moving
+MIRROR_MOVED_PIECE_MAX = 1.5
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
@@ -222,12 +226,15 @@ class FlippingDetector:
     @staticmethod
     def _moved_within_side(changes, add) -> bool:
         """The add is a quote moved along its own side in this update (taken off its other
-        prices in pieces of >= MIRROR_MOVED_PIECE of it, adding up to MIRROR_MOVED_SHARE):
+        prices in pieces of MIRROR_MOVED_PIECE to MIRROR_MOVED_PIECE_MAX of it, adding up to
+        MIRROR_MOVED_SHARE):
         depth that was there already, not an order flipped to that side."""
         piece = MIRROR_MOVED_PIECE * add.added
+        piece_max = MIRROR_MOVED_PIECE_MAX * add.added
         moved = 0.0
         for ch in changes:
-            if ch.side == add.side and ch.price != add.price and ch.cancelled >= piece and not ch.scrolled:
+            if ch.side == add.side and ch.price != add.price and piece <= ch.cancelled <= piece_max \
+                    and not ch.scrolled:
                 moved += ch.cancelled
         return moved >= MIRROR_MOVED_SHARE * add.added
 
