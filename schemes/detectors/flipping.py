@@ -61,10 +61,10 @@ MIRROR_MAX_DIST_SCALED = 1.5
 # resting on that side already and was not flipped to it
 MIRROR_MOVED_SHARE = 0.8
 MIRROR_MOVED_PIECE = 0.25
-# ... and of at most this many times the add each: a quote re-priced comes back whole, so a
-# cancel much larger than the add (a far order of the side pulled in the same netted update)
-# is not the add's quote moving
-MIRROR_MOVED_PIECE_MAX = 1.5
+# ... counting only cancels within this many scaled ticks of the touch: a quote re-priced
+# follows the fair value along the side's near prices, while a patient order far down the
+# side pulled in the same (netted) update is not the add's quote moving
+MIRROR_MOVED_MAX_DIST_SCALED = 60.0
 FLIP_MAX_OTHERS_PULLED = 1.0  # the side's other levels losing this share of the order with it: vacuuming
 # ... and at least this share of the side's median top-10 depth (less is the book's own flow, not a vacuum)
 FLIP_VETO_OTHERS_OF_DEPTH10 = 0.3
@@ -215,7 +215,7 @@ class FlippingDetector:
                 if rec.depth_share >= FLIP_MIN_MIRROR_DEPTH_SHARE and ch.dist_ticks <= MIRROR_MAX_DIST_SCALED * scale \
                         and ch.added >= min_mirror * rec.qty \
                         and ch.added >= FLIP_MIN_TAKER_SECONDS * eng.base.med_taker \
-                        and not self._moved_within_side(changes, ch):
+                        and not self._moved_within_side(changes, ch, scale):
                     if self._vacuumed(eng, w, ts):
                         w.done = True
                         continue
@@ -224,17 +224,17 @@ class FlippingDetector:
                     w.deadline = ts + MIRROR_REST_MS + MIRROR_WAIT_MS
 
     @staticmethod
-    def _moved_within_side(changes, add) -> bool:
+    def _moved_within_side(changes, add, scale) -> bool:
         """The add is a quote moved along its own side in this update (taken off its other
-        prices in pieces of MIRROR_MOVED_PIECE to MIRROR_MOVED_PIECE_MAX of it, adding up to
-        MIRROR_MOVED_SHARE):
+        prices within MIRROR_MOVED_MAX_DIST_SCALED of the touch, in pieces of >= MIRROR_MOVED_PIECE
+        of it, adding up to MIRROR_MOVED_SHARE):
         depth that was there already, not an order flipped to that side."""
         piece = MIRROR_MOVED_PIECE * add.added
-        piece_max = MIRROR_MOVED_PIECE_MAX * add.added
+        max_dist = MIRROR_MOVED_MAX_DIST_SCALED * scale
         moved = 0.0
         for ch in changes:
-            if ch.side == add.side and ch.price != add.price and piece <= ch.cancelled <= piece_max \
-                    and not ch.scrolled:
+            if ch.side == add.side and ch.price != add.price and ch.cancelled >= piece and not ch.scrolled \
+                    and ch.dist_ticks <= max_dist:
                 moved += ch.cancelled
         return moved >= MIRROR_MOVED_SHARE * add.added
 

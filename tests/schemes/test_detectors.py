@@ -1124,19 +1124,21 @@ def test_a_quote_re_priced_along_the_other_side_is_no_mirror(monkeypatch):
 
 def test_a_far_order_pulled_with_the_mirror_does_not_make_it_a_move(monkeypatch):
     """An ask of 110 is pulled and, 50 ms later, a bid of 80 appears at the best bid while, in
-    the same (netted) update, a bid of 250 resting 25 ticks down is cancelled: the cancel is
-    three times the add, so it is not the add's quote moving (a quote re-priced comes back
-    whole, MIRROR_MOVED_PIECE_MAX) and the bid is new depth: a mirror. The simulator's
-    flipper's mirror met a patient far order's cancel this way on a netted feed."""
+    the same (netted) update, a bid of 100 resting 25 ticks down is cancelled. Beyond
+    MIRROR_MOVED_MAX_DIST_SCALED (set to 20 here: the test book shows 30 levels) it is a
+    patient far order, not the add's quote moving along the side, so the bid is new depth: a
+    mirror; within it, a quote re-priced. The simulator's flipper's mirror met a patient far
+    order's cancel this way on a netted feed (hundreds of scaled ticks down)."""
     def found():
         eng, t = warm_engine()
-        evs = [snapshot(t), BookDelta(t + 500, bids=((px(9975), 250.0),)),
+        evs = [snapshot(t), BookDelta(t + 500, bids=((px(9975), 100.0),)),
                BookDelta(t + 1000, asks=((px(10003), 120.0),)), BookDelta(t + 3000, asks=((px(10003), 10.0),)),
                BookDelta(t + 3050, bids=((px(9975), 10.0), (px(10001), 80.0))), later_update(t + 3600)]
         return [(e.scheme, e.side) for e in run(eng, evs) if e.scheme == "flipping"]
 
+    monkeypatch.setattr(flipping, "MIRROR_MOVED_MAX_DIST_SCALED", 20.0)
     assert found() == [("flipping", "ask")]
-    monkeypatch.setattr(flipping, "MIRROR_MOVED_PIECE_MAX", 1e9)
+    monkeypatch.setattr(flipping, "MIRROR_MOVED_MAX_DIST_SCALED", 1e9)
     assert found() == []
 
 def layers_held(t, hold_ms, side="ask"):
