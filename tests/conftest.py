@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -18,6 +20,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL"))
         if "redis" in item.keywords and not on_redis:
             item.add_marker(pytest.mark.skip(reason="needs Redis: set REDIS_URL"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _site_templates(tmp_path_factory):
+    """Prepared SQLite sites are shared by the run's processes (tests.integration.servers.sqlite_site)."""
+    from tests.integration import servers
+
+    root = tmp_path_factory.getbasetemp()
+    servers.SITE_TEMPLATES = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "site-templates"
+    yield
+    servers.SITE_TEMPLATES = None
 
 
 @pytest.fixture(autouse=True)

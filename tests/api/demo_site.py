@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection
 
-from tests.integration.servers import daphne_processes, database_url_for, manage
+from tests.integration.servers import daphne_processes, database_url_for, manage, sqlite_site
 
 DEMO_KEY = re.compile(r"mdp_live_[0-9A-Za-z]{50}")
 
@@ -21,12 +21,12 @@ def on_postgres() -> bool:
 
 def demo_environment(tmp_path) -> tuple[dict[str, str], str]:
     """The environment of a server on a migrated, seeded database, and the demo key."""
+    seed = ("seed_demo", "--base-url", "http://127.0.0.1", "--history-days", "0")
     if on_postgres():  # pytest-django's test database, already migrated
         env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
+        printed = manage(env, *seed)
     else:
-        env = {"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "REDIS_URL": ""}
-        manage(env, "migrate", "--noinput", "-v0")
-    printed = manage(env, "seed_demo", "--base-url", "http://127.0.0.1", "--history-days", "0")
+        env, (_, printed) = sqlite_site(tmp_path, ("migrate", "--noinput", "-v0"), seed)
     return env, DEMO_KEY.search(printed).group(0)
 
 

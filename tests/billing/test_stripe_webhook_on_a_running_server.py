@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.integration.servers import daphne_processes, database_url_for, eventually, manage
+from tests.integration.servers import daphne_processes, database_url_for, eventually, manage, sqlite_site
 
 from .stripe_events import WEBHOOK_PATH, WEBHOOK_SECRET, checkout_completed, invoice, signed
 
@@ -38,8 +38,7 @@ def site(request, tmp_path):
         request.getfixturevalue("transactional_db")
         env = {"DATABASE_URL": database_url_for(connection.settings_dict), "REDIS_URL": settings.REDIS_URL}
     else:
-        env = {"DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3", "REDIS_URL": ""}
-        manage(env, "migrate", "--noinput", "-v0")
+        env, _ = sqlite_site(tmp_path, ("migrate", "--noinput", "-v0"))
     account_id, key = manage(env, "shell", "-c", seed).split()[-2:]
     env = {**env, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET, "INGESTION_AUTOSTART": "false"}
     with daphne_processes(1, env=env) as (base,):
