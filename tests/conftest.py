@@ -9,9 +9,24 @@ from accounts.services import account_upsert, api_key_create
 from billing.services import plans_seed_defaults
 
 
+PROCESS_STARTERS = ("daphne_processes", "demo_server", "embedded_site", "sqlite_site")
+
+
+def _starts_processes(item) -> bool:
+    """The test drives servers, a browser or a local exchange of its own: it mostly waits on them."""
+    module = getattr(item, "module", None)
+    return item.nodeid.startswith(("tests/e2e/", "tests/integration/", "tests/venues/")) or \
+        any(name in vars(module) for name in PROCESS_STARTERS) if module is not None else False
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked postgres / redis run whenever those servers are configured."""
+    """Tests marked postgres / redis run whenever those servers are configured. Under
+    pytest-xdist, tests that start processes go first, so that their waits overlap the tests
+    that compute instead of trailing the run alone (otherwise the order is the files')."""
     from django.conf import settings
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: not _starts_processes(item))
 
     on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     on_redis = bool(settings.REDIS_URL)
