@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
@@ -135,10 +135,14 @@ def sqlite_site(folder, *commands: tuple[str, ...]) -> tuple[dict[str, str], lis
     template, outputs = SITE_TEMPLATES / f"{name}.sqlite3", SITE_TEMPLATES / f"{name}.out"
     with open(SITE_TEMPLATES / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process builds it; the others wait and copy
-        if not outputs.exists():
-            built = {"DATABASE_URL": f"sqlite:///{template}", "REDIS_URL": ""}
-            outputs.write_text("\0".join(manage(built, *command) for command in commands))
-    with sqlite3.connect(template) as source, sqlite3.connect(target) as copy:
+        if not outputs.exists():  # built aside and renamed: a failed build leaves no half-made template
+            building = template.with_suffix(".building")
+            building.unlink(missing_ok=True)
+            built = {"DATABASE_URL": f"sqlite:///{building}", "REDIS_URL": ""}
+            printed = "\0".join(manage(built, *command) for command in commands)
+            building.rename(template)
+            outputs.write_text(printed)
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
         source.backup(copy)
     return env, outputs.read_text().split("\0")
 
