@@ -14,9 +14,10 @@ PROCESS_STARTERS = ("daphne_processes", "demo_server", "embedded_site", "sqlite_
 
 def _starts_processes(item) -> bool:
     """The test drives servers, a browser or a local exchange of its own: it mostly waits on them."""
+    if item.nodeid.startswith(("tests/e2e/", "tests/integration/", "tests/venues/")):
+        return True
     module = getattr(item, "module", None)
-    return item.nodeid.startswith(("tests/e2e/", "tests/integration/", "tests/venues/")) or \
-        any(name in vars(module) for name in PROCESS_STARTERS) if module is not None else False
+    return module is not None and any(name in vars(module) for name in PROCESS_STARTERS)
 
 
 def pytest_collection_modifyitems(config, items):

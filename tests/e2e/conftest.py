@@ -32,7 +32,6 @@ import importlib.util
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from tests.integration.servers import ROOT, daphne_processes, database_url_for
+from tests.integration.servers import ROOT, daphne_processes, database_url_for, sqlite_site
 from tests.integration.workers import celery_worker
 
 CHROMIUM = "/usr/bin/chromium"
@@ -149,12 +148,8 @@ def _server_database(request, tmp_path_factory) -> tuple[str, Path | None]:
     if _on_postgres():
         request.getfixturevalue("django_db_setup")
         return database_url_for(connection.settings_dict), None
-    path = tmp_path_factory.mktemp("e2e-db") / "server.sqlite3"
-    env = {**os.environ, **SERVER_ENV, "DATABASE_URL": f"sqlite:///{path}"}
-    done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return f"sqlite:///{path}", path
+    env, _ = sqlite_site(tmp_path_factory.mktemp("e2e-db"), ("migrate", "--noinput", "-v0"))
+    return env["DATABASE_URL"], Path(env["DATABASE_URL"].removeprefix("sqlite:///"))
 
 
 @pytest.fixture

@@ -125,8 +125,8 @@ def sqlite_site(folder, *commands: tuple[str, ...]) -> tuple[dict[str, str], lis
     hour (the seeded history ends at the hour), is the template: the others are copies of its
     file, made by SQLite's backup (what the commands wrote, whatever the journal mode), with
     the same outputs. A test that changes the site changes its copy only."""
-    env = {"DATABASE_URL": f"sqlite:///{folder}/db.sqlite3", "REDIS_URL": ""}
     target = Path(folder) / "db.sqlite3"
+    env = {"DATABASE_URL": f"sqlite:///{target}", "REDIS_URL": ""}
     if SITE_TEMPLATES is None:
         return env, [manage(env, *command) for command in commands]
     hour = int(time.time()) // 3600
