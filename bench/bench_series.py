@@ -51,10 +51,11 @@ def _history(env: dict, given: bool) -> str:
 
 def stored_rows(conn, table: str) -> int:
     """The rows a table holds as PostgreSQL last counted them (ANALYZE), over its
-    partitions if it is partitioned."""
-    return int(conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class WHERE oid = %s::regclass "
-                            "OR oid IN (SELECT relid FROM pg_partition_tree(%s::regclass) WHERE isleaf)",
-                            (table, table)).fetchone()[0])
+    partitions if it is partitioned (a table that is not is its own only leaf; the parent's
+    own count, which ANALYZE also sets, would count the rows twice)."""
+    return int(conn.execute("SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class "
+                            "WHERE oid IN (SELECT relid FROM pg_partition_tree(%s::regclass) WHERE isleaf)",
+                            (table,)).fetchone()[0])
 
 
 def run() -> list[dict]:

@@ -73,6 +73,20 @@ def _synthesized_day(env: dict) -> tuple[str, int, int, int]:
     import psycopg
 
     key = seed_demo_key(env)
+    # second bars are read by subscribers of the pair's stream (API.md), as the demo is to binance/BTC/USDT
+    subscribe = f"""
+import django, sys
+sys.path.insert(0, {str(ROOT)!r})
+django.setup()
+from accounts.models import Account
+from config.management.commands.seed_demo import DEMO_EMAIL
+from market.models import Pair
+from streaming.services import subscription_upsert
+subscription_upsert(account=Account.objects.get(users__email=DEMO_EMAIL),
+                    pair=Pair.objects.get(exchange__slug="synthetic", base__symbol="SYN001", quote__symbol="USDT"),
+                    metrics=["trade", "book", "quote"])
+"""
+    subprocess.run([sys.executable, "-c", subscribe], cwd=ROOT, env={**os.environ, **env}, check=True)
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         pair_id, = conn.execute("SELECT p.id FROM market_pair p JOIN market_exchange e ON e.id = p.exchange_id "
                                 "JOIN market_asset b ON b.id = p.base_id WHERE e.slug = 'synthetic' "

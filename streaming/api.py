@@ -158,11 +158,11 @@ class StatusView(StreamingView):
 def _bar_row_fetcher(pair_id: int, granularity: str, to_ms: int, metrics: list[str], supply, rounding):
     """Pages of rows by keyset (ts_ms > last), each page its own short query, so the
     response can be streamed without a server-side cursor held across threads."""
-    columns, make = snapshot.stored_columns(metrics), snapshot.row_maker(metrics, supply, rounding)
+    columns, make = snapshot.stored_columns(metrics), snapshot.page_maker(metrics, supply, rounding)
 
     def fetch(after_ms: int) -> list[dict]:
-        return list(map(make, bars_page(pair_id=pair_id, granularity=granularity, columns=columns,
-                                        after_ms=after_ms, to_ms=to_ms, limit=settings.SNAPSHOT_PAGE_ROWS)))
+        return make(bars_page(pair_id=pair_id, granularity=granularity, columns=columns,
+                              after_ms=after_ms, to_ms=to_ms, limit=settings.SNAPSHOT_PAGE_ROWS))
 
     return fetch
 

@@ -207,7 +207,6 @@ def recent_bar_rows(*, pair: Pair, metrics: list[str], granularity: str, from_ms
 
     from . import snapshot
 
-    make = snapshot.row_maker(metrics, pair.base.circulating_supply, pair.rounding)
-    rows = bars_page(pair_id=pair.pk, granularity=granularity, columns=snapshot.stored_columns(metrics),
-                     after_ms=from_ms - 1, to_ms=to_ms, limit=limit)
-    return [make(row) for row in rows]
+    make = snapshot.page_maker(metrics, pair.base.circulating_supply, pair.rounding)
+    return make(bars_page(pair_id=pair.pk, granularity=granularity, columns=snapshot.stored_columns(metrics),
+                          after_ms=from_ms - 1, to_ms=to_ms, limit=limit))

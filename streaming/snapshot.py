@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+import numpy as np
 import orjson
 
 import toon
@@ -54,54 +55,90 @@ def stored_columns(metrics: list[str]) -> tuple[str, ...]:
     return ("ts_ms",) + tuple(c for m in metrics for c in _SOURCE_COLUMNS[m])
 
 
-def row_maker(metrics: list[str], circulating_supply: float | None, rounding: Rounding = NOISE_ONLY):
-    """A function from a tuple of stored_columns(metrics) to the snapshot row; the same
-    values as row(), computed straight from the columns, each field rounded by its own
-    rule (this is the hot loop of an 86,400-bar snapshot)."""
-    r = rounding.rounder
-    want = set(metrics)
-    trade_r = [r(name) for name in ("open", "high", "low", "close", "volume", "buy_volume", "sell_volume", "vwap")]
-    depth_r = [r(name) for name in ("bid_depth", "ask_depth", "imbalance")]
-    supply = r("circulating_supply")(circulating_supply)
-    quote_r = [r(name) for name in ("bid_price", "ask_price", "mid_price", "spread_bps")]
-    no_trade, no_book, no_quote = (dict.fromkeys(FIELDS[m]) for m in ("trade", "book", "quote"))
+def page_maker(metrics: list[str], circulating_supply: float | None, rounding: Rounding = NOISE_ONLY):
+    """A function from a page of tuples of stored_columns(metrics) to its snapshot rows: the
+    rows row() gives the page's bars, computed column by column with the rounding on arrays
+    (Rounding.column): the hot loop of an 86,400-bar snapshot. A page holding what the
+    columns do not expect (a null inside a metric with data, a number that is not a float)
+    is made bar by bar by row()."""
+    stored, fields = stored_columns(metrics), columns(metrics)
+    supply = rounding.rounder("circulating_supply")(circulating_supply)
 
-    def make(values) -> dict:
-        out = {"ts_ms": values[0]}
-        i = 1
-        if "trade" in want:
-            count, open_, high, low, close, volume, buy, sell, notional = values[i:i + 9]
-            i += 9
-            if count:
-                o, h, lo, c, v, b, s, w = trade_r
-                out.update(open=o(open_), high=h(high), low=lo(low), close=c(close), volume=v(volume),
-                           buy_volume=b(buy), sell_volume=s(sell), trade_count=count,
-                           vwap=w(notional / volume if volume else None))
-            else:
-                out.update(no_trade)
-        if "book" in want:
-            samples, bid_sum, ask_sum = values[i:i + 3]
-            i += 3
-            if samples:
-                total = bid_sum + ask_sum
-                bd, ad, im = depth_r
-                out.update(bid_depth=bd(bid_sum / samples), ask_depth=ad(ask_sum / samples),
-                           imbalance=im((bid_sum - ask_sum) / total if total else None),
-                           circulating_supply=supply)
-            else:
-                out.update(no_book)
-        if "quote" in want:
-            quotes, bid, ask = values[i:i + 3]
-            if quotes and bid is not None and ask is not None:
-                mid = (bid + ask) / 2
-                br, ar, mr, sr = quote_r
-                out.update(bid_price=br(bid), ask_price=ar(ask), mid_price=mr(mid),
-                           spread_bps=sr((ask - bid) / mid * 10_000 if mid else None))
-            else:
-                out.update(no_quote)
-        return out
+    def make(page: list[tuple]) -> list[dict]:
+        if not page:
+            return []
+        try:
+            made = _page_columns(list(zip(*page)), metrics, supply, rounding)
+        except _Unexpected:
+            return [row(Bar(**dict(zip(stored, values))), metrics, circulating_supply, rounding) for values in page]
+        return [dict(zip(fields, values)) for values in zip(*made)]
 
     return make
+
+
+class _Unexpected(Exception):
+    """A page the column-wise rows do not cover."""
+
+
+def _page_columns(source: list[tuple], metrics: list[str], supply, rounding: Rounding) -> list:
+    """The snapshot's columns (in columns(metrics) order) of a page given as its stored columns."""
+    out, at, size = [source[0]], 1, len(source[0])
+    for metric in metrics:
+        width = len(_SOURCE_COLUMNS[metric])
+        counts, *values = source[at:at + width]
+        at += width
+        present = [i for i, count in enumerate(counts) if count]
+        if len(present) < size:
+            counts = [counts[i] for i in present]
+            values = [[column[i] for i in present] for column in values]
+        for column in values:
+            if column and set(map(type, column)) != {float}:
+                raise _Unexpected
+        arrays = [np.array(column, dtype=np.float64) for column in values]
+        with np.errstate(all="ignore"):  # a division by zero is where the field is null
+            made = _METRIC_COLUMNS[metric](counts, *arrays, supply=supply, rounding=rounding)
+        out.extend(made if len(present) == size else [_spread(column, present, size) for column in made])
+    return out
+
+
+def _spread(column: list, present: list[int], size: int) -> list:
+    full = [None] * size
+    for i, value in zip(present, column):
+        full[i] = value
+    return full
+
+
+def _rounded(rounding: Rounding, name: str, values: np.ndarray, defined: np.ndarray | None = None) -> list:
+    """The values rounded by the field's rule; None where `defined` is False."""
+    if defined is None:
+        return rounding.column(name, values.tolist())
+    rounded = iter(rounding.column(name, values[defined].tolist()))
+    return [next(rounded) if flag else None for flag in defined.tolist()]
+
+
+# Each field computed as the Bar property row() reads (market/bars.py), on arrays of the
+# rows that have data for the metric.
+def _trade_columns(counts, open_, high, low, close, volume, buy, sell, notional, *, supply, rounding):
+    return [_rounded(rounding, "open", open_), _rounded(rounding, "high", high), _rounded(rounding, "low", low),
+            _rounded(rounding, "close", close), _rounded(rounding, "volume", volume),
+            _rounded(rounding, "buy_volume", buy), _rounded(rounding, "sell_volume", sell), list(counts),
+            _rounded(rounding, "vwap", notional / volume, volume != 0)]
+
+
+def _book_columns(counts, bid_sum, ask_sum, *, supply, rounding):
+    samples = np.array(counts, dtype=np.float64)
+    total = bid_sum + ask_sum
+    return [_rounded(rounding, "bid_depth", bid_sum / samples), _rounded(rounding, "ask_depth", ask_sum / samples),
+            _rounded(rounding, "imbalance", (bid_sum - ask_sum) / total, total != 0), [supply] * len(counts)]
+
+
+def _quote_columns(counts, bid, ask, *, supply, rounding):
+    mid = (bid + ask) / 2
+    return [_rounded(rounding, "bid_price", bid), _rounded(rounding, "ask_price", ask),
+            _rounded(rounding, "mid_price", mid), _rounded(rounding, "spread_bps", (ask - bid) / mid * 10_000, mid != 0)]
+
+
+_METRIC_COLUMNS = {"trade": _trade_columns, "book": _book_columns, "quote": _quote_columns}
 
 
 class JsonPieces:

@@ -170,18 +170,56 @@ def test_the_stream_data_of_a_pair_the_account_does_not_subscribe_is_402(api, bt
     assert response.json()["error"]["details"] == {"reason": "not_subscribed", "pair": "binance/BTC/USDT"}
 
 
-def test_the_fast_row_maker_equals_the_bar_rows():
+def _random_bar(rng, ts: int) -> Bar:
+    price = rng.choice([43000.25, 0.000123, 2.675, 1e-9, 1.005, 99999.995, rng.uniform(0.001, 1e5)])
+    bar = Bar(ts_ms=ts)
+    if rng.random() < 0.8:
+        bar.trade_count = rng.randint(1, 50)
+        bar.open, bar.high, bar.low, bar.close = (price * rng.uniform(0.99, 1.01) for _ in range(4))
+        bar.volume = rng.choice([0.0, 0.125, rng.uniform(0, 1e4)])
+        bar.buy_volume, bar.sell_volume = bar.volume / 2, bar.volume / 2
+        bar.notional = bar.volume * price
+    if rng.random() < 0.8:
+        bar.book_samples = rng.randint(1, 3)
+        bar.bid_amount_sum, bar.ask_amount_sum = rng.choice([(0.0, 0.0), (2.5, 2.5), (rng.uniform(0, 1e6), 1.0)])
+    if rng.random() < 0.8:
+        bar.quote_count = rng.randint(1, 9)
+        bar.bid_price, bar.ask_price = price, price + rng.choice([0.0, 0.01, price * 1e-4])
+    return bar
+
+
+@pytest.mark.parametrize("increments", [(None, None), ("0.01", "0.00001"), ("0.00000001", "1")], ids=str)
+def test_the_rows_of_a_page_made_column_by_column_are_the_bar_rows(increments):
+    import random
+
     from market.bars import BAR_FIELDS
+    from market.precision import Rounding
     from streaming import snapshot
 
+    rng = random.Random(str(increments))
+    rounding = Rounding(*increments)
     bars = [full_bar(1000, trades=True), full_bar(2000, trades=False), Bar(ts_ms=3000)]
+    bars += [_random_bar(rng, 4000 + i * 1000) for i in range(3000)]
     for metrics in (["trade"], ["book"], ["quote"], ["trade", "book", "quote"], ["book", "quote"]):
-        make = snapshot.row_maker(metrics, 5.0)
+        make = snapshot.page_maker(metrics, 19_800_000.0, rounding)
         columns = snapshot.stored_columns(metrics)
-        for bar in bars:
-            values = tuple(getattr(bar, c) for c in columns)
-            assert make(values) == snapshot.row(bar, metrics, 5.0)
+        for start in range(0, len(bars), 700):  # pages with and without bars of no data
+            page = bars[start:start + 700]
+            assert make([tuple(getattr(bar, c) for c in columns) for bar in page]) == [
+                snapshot.row(bar, metrics, 19_800_000.0, rounding) for bar in page]
     assert set(snapshot.stored_columns(["trade", "book", "quote"])) <= set(BAR_FIELDS)
+
+
+def test_a_page_holding_what_the_columns_do_not_expect_is_made_bar_by_bar():
+    from streaming import snapshot
+
+    odd = [full_bar(1000), full_bar(2000)]
+    odd[0].open = 100  # an integer, served as it is stored
+    odd[1].quote_count, odd[1].bid_price = 1, None  # quotes counted, one side missing
+    metrics = ["trade", "book", "quote"]
+    page = [tuple(getattr(bar, c) for c in snapshot.stored_columns(metrics)) for bar in odd]
+    assert snapshot.page_maker(metrics, None)(page) == [snapshot.row(bar, metrics, None) for bar in odd]
+    assert snapshot.page_maker(metrics, None)([]) == []
 
 
 def test_a_toon_document_written_in_pages_is_the_encoders_whole_document():
