@@ -41,7 +41,10 @@ Figures per N (the window's):
   another upper bound: the lag uses the earlier of the two (the SSE receipt when the live
   path is quick, the poll when it is not). A bar still not visible when the poll ends
   counts with the lag it had then (a lower bound), so falling behind cannot hide. (Exact
-  commit times would need track_commit_timestamp, a server restart.)
+  commit times would need track_commit_timestamp, a server restart.) Also reported: the p99
+  of the seconds :00-:02 of each minute, when minutes close and are packed;
+  BENCH_SCALE_DUMP=<file> appends every pair's lag per second to the file (a stall shows as
+  one second late on every pair of one process).
 * missing or doubled: the pairs' stored seconds over the window, read back through the API
   snapshot: a second twice, or absent between the pair's first and last stored second and
   outside the gaps its /status reports; a bar delivered twice on one SSE stream.
@@ -208,6 +211,7 @@ class ScaleResult:
     never_live: int = 0
     ready: int = 0
     lag_ms: list[float] = field(default_factory=list)
+    lag_at_minute_start_ms: list[float] = field(default_factory=list)  # seconds :00-:02, when minutes close and pack
     bars: int = 0
     missing: int = 0
     doubled_stored: int = 0
@@ -554,6 +558,11 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 # a bar is pushed on SSE once committed: its receipt bounds the commit too
                 bounds = [t for t in (seen.get(second), received_at.get(second)) if t is not None]
                 result.lag_ms.append(min(bounds, default=poll_end) - (second + 1000))
+                if second % 60_000 < 3_000:
+                    result.lag_at_minute_start_ms.append(result.lag_ms[-1])
+                if os.environ.get("BENCH_SCALE_DUMP"):
+                    with open(os.environ["BENCH_SCALE_DUMP"], "a") as dump:
+                        dump.write(f"{name} {second} {result.lag_ms[-1]:.0f}\n")
             stored = client.post(f"/api/v1/streams/binance/{name}/USDT/snapshot", json={
                 "metrics": ["trade"], "granularity": "second", "from_ms": first_second,
                 "to_ms": last_end}).json()
@@ -671,7 +680,8 @@ def row_for(result: ScaleResult) -> dict:
     cores = result.cpu_cores
     hours = result.pairs * result.seconds / 3600
     value = (f"bar lag p50 {_s(percentile(result.lag_ms, 50))} / p99 {_s(percentile(result.lag_ms, 99))} "
-             f"({len(result.lag_ms)} bars; first seen by a {POLL_SECONDS * 1000:.0f} ms poll or on SSE); "
+             f"({len(result.lag_ms)} bars; first seen by a {POLL_SECONDS * 1000:.0f} ms poll or on SSE; "
+             f"p99 {_s(percentile(result.lag_at_minute_start_ms, 99))} over the seconds :00-:02 of a minute); "
              f"live {statistics.median(result.live_s):.1f} s after subscribing (max {max(result.live_s):.1f} s, "
              f"READY {result.ready}/{n}); "
              f"missing {result.missing}, doubled {result.doubled_stored} stored / {result.doubled_sse} on SSE; "

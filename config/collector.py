@@ -9,10 +9,29 @@ thresholds 8 % of ingestion's CPU at 50 busy pairs went to collections, 2 % with
 docs/DECISIONS.md)."""
 
 import gc
+import logging
+import time
+
+logger = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD = 50_000, 50, 100
+LONG_PAUSE_S = 0.1  # a collection this long stalls every request or pair of the process: logged
 
 
 def collect_less_often() -> None:
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+    if _log_long_pauses not in gc.callbacks:
+        gc.callbacks.append(_log_long_pauses)
+
+
+_started = 0.0
+
+
+def _log_long_pauses(phase: str, info: dict) -> None:
+    global _started
+    if phase == "start":
+        _started = time.perf_counter()
+    elif (took := time.perf_counter() - _started) >= LONG_PAUSE_S:
+        logger.warning("garbage collection of generation %d took %.0f ms (%d objects collected)",
+                       info["generation"], took * 1000, info["collected"])

@@ -12,9 +12,11 @@ from config.collector import MIDDLE_THRESHOLD, OLD_THRESHOLD, YOUNG_THRESHOLD
 @pytest.fixture
 def collector_restored():
     threshold = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     yield
     gc.unfreeze()
     gc.set_threshold(*threshold)
+    gc.callbacks[:] = callbacks
 
 
 def test_a_ready_celery_worker_freezes_what_it_loaded_and_collects_young_objects_less_often(collector_restored):
@@ -28,3 +30,20 @@ def test_a_ready_celery_worker_freezes_what_it_loaded_and_collects_young_objects
     celery._collect_less_often()
     assert gc.get_threshold() == (YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
     assert gc.get_freeze_count() > 0
+
+
+def test_a_collection_that_pauses_the_process_for_long_is_logged_with_its_generation(collector_restored, caplog):
+    from config import collector
+
+    collector.collect_less_often()
+    collector.collect_less_often()
+    assert gc.callbacks.count(collector._log_long_pauses) == 1
+    with caplog.at_level("WARNING", logger="config.collector"):
+        gc.collect(0)  # a short one says nothing
+        assert not caplog.records
+        collector.LONG_PAUSE_S, long_pause = 0.0, collector.LONG_PAUSE_S  # every one is long
+        try:
+            gc.collect(2)
+        finally:
+            collector.LONG_PAUSE_S = long_pause
+    assert any("garbage collection of generation 2 took" in record.getMessage() for record in caplog.records)
