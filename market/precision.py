@@ -115,7 +115,7 @@ class Rounding:
         else:
             nonzero = x != 0
             magnitude = np.log10(np.abs(np.where(nonzero, x, 1.0)))
-            unsure = np.abs(magnitude - np.rint(magnitude)) < 1e-9
+            unsure = nonzero & (np.abs(magnitude - np.rint(magnitude)) < 1e-9)  # zero is served as 0.0 below
             k = (digits - 1 - np.floor(magnitude)).astype(np.int64)
         unsure |= (k > 22) | (k < -22) | ~np.isfinite(x)
         k = np.where(unsure, 0, k)

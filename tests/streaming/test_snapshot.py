@@ -220,6 +220,9 @@ def test_a_page_holding_what_the_columns_do_not_expect_is_made_bar_by_bar():
     page = [tuple(getattr(bar, c) for c in snapshot.stored_columns(metrics)) for bar in odd]
     assert snapshot.page_maker(metrics, None)(page) == [snapshot.row(bar, metrics, None) for bar in odd]
     assert snapshot.page_maker(metrics, None)([]) == []
+    empty = [Bar(ts_ms=1000), Bar(ts_ms=2000)]  # no metric has data on the page
+    page = [tuple(getattr(bar, c) for c in snapshot.stored_columns(metrics)) for bar in empty]
+    assert snapshot.page_maker(metrics, 5.0)(page) == [snapshot.row(bar, metrics, 5.0) for bar in empty]
 
 
 def test_a_toon_document_written_in_pages_is_the_encoders_whole_document():
