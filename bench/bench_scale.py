@@ -549,6 +549,9 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         last_end = int(window_end // 1000) * 1000  # seconds [first_second, last_end) ended in the window
         sse_bars = _read_sse(sse_out)
         result.sse_reconnects = sse_bars.pop("__reconnects__", 0)
+        dump = open(os.environ["BENCH_SCALE_DUMP"], "a") if os.environ.get("BENCH_SCALE_DUMP") else None
+        if dump is not None:
+            stack.callback(dump.close)
         for name in names:
             seen = poll.seen[name]
             received_at: dict[int, float] = {}
@@ -560,9 +563,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 result.lag_ms.append(min(bounds, default=poll_end) - (second + 1000))
                 if second % 60_000 < 3_000:
                     result.lag_at_minute_start_ms.append(result.lag_ms[-1])
-                if os.environ.get("BENCH_SCALE_DUMP"):
-                    with open(os.environ["BENCH_SCALE_DUMP"], "a") as dump:
-                        dump.write(f"{name} {second} {result.lag_ms[-1]:.0f}\n")
+                if dump is not None:
+                    dump.write(f"{name} {second} {result.lag_ms[-1]:.0f}\n")
             stored = client.post(f"/api/v1/streams/binance/{name}/USDT/snapshot", json={
                 "metrics": ["trade"], "granularity": "second", "from_ms": first_second,
                 "to_ms": last_end}).json()
