@@ -27,11 +27,21 @@ def answering_pids(url: str, requests: int = 200) -> set[int]:
 
 
 def exited(pid: int) -> bool:
-    """The process is gone or a zombie: either way its sockets are closed."""
+    """Every thread of the process is gone or a zombie, so its sockets are closed. The main
+    thread alone is not enough: it can be a zombie while another thread still exits holding
+    the process's files, and the listening socket then takes connections and resets them."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        threads = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
         return True
+    for thread in threads:
+        try:
+            state = Path(f"/proc/{pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        if state not in ("Z", "X"):
+            return False
+    return True
 
 
 def wait_for(check, seconds: float, what: str, log: Path):
