@@ -126,6 +126,10 @@ def _added_at(record: LargeAdd) -> int:
     return record.t_add
 
 
+def _printed_at(trade: tuple) -> int:
+    return trade[0]
+
+
 class DetectorEngine:
     """Per-pair detector: `feed(event) -> list[SchemeEvent]`."""
 
@@ -268,7 +272,8 @@ class DetectorEngine:
             del self._mid_ts[:i]
             del self._mid_px[:i]
         if self._taker and self._taker[0][0] < ts - 30_000:
-            self._taker = [x for x in self._taker if x[0] >= ts - 30_000]
+            # trades are appended in time order: the expired ones are a prefix
+            del self._taker[:bisect_left(self._taker, ts - 30_000, key=_printed_at)]
         self.flipping.expire(ts)
 
     def taker_since(self, ts: int) -> list:
