@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m pip install --quiet -e './clients/python[pandas,polars,mcp]'
+	@# pip compiles what it installs, not an editable project: every process we start (servers,
+	@# staff commands, test processes) would compile our modules again where bytecode is not written
+	$(BIN)/python -m compileall -q -j 0 accounts billing config market schemes streaming toon clients/python/src
 	touch $(STAMP)
 
 install: $(STAMP)
