@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e './clients/python[pandas,polars,mcp]'
 	@# pip compiles what it installs, not an editable project: every process we start (servers,
 	@# staff commands, test processes) would compile our modules again where bytecode is not written
-	$(BIN)/python -m compileall -q -j 0 accounts billing config market schemes streaming toon clients/python/src
+	$(BIN)/python -m compileall -q -j 0 -x '/(\.venv|var|build)/' .
 	touch $(STAMP)
 
 install: $(STAMP)

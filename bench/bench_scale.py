@@ -549,9 +549,7 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         last_end = int(window_end // 1000) * 1000  # seconds [first_second, last_end) ended in the window
         sse_bars = _read_sse(sse_out)
         result.sse_reconnects = sse_bars.pop("__reconnects__", 0)
-        dump = open(os.environ["BENCH_SCALE_DUMP"], "a") if os.environ.get("BENCH_SCALE_DUMP") else None
-        if dump is not None:
-            stack.callback(dump.close)
+        dump = stack.enter_context(open(os.environ["BENCH_SCALE_DUMP"], "a")) if os.environ.get("BENCH_SCALE_DUMP") else None
         for name in names:
             seen = poll.seen[name]
             received_at: dict[int, float] = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pickle
 from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
+from operator import itemgetter
 
 from market.sources.events import BookDelta, BookLost, BookSnapshot, PairRef, Quote, Trade
 
@@ -124,10 +125,6 @@ class SchemeEvent:
 
 def _added_at(record: LargeAdd) -> int:
     return record.t_add
-
-
-def _printed_at(trade: tuple) -> int:
-    return trade[0]
 
 
 class DetectorEngine:
@@ -273,7 +270,7 @@ class DetectorEngine:
             del self._mid_px[:i]
         if self._taker and self._taker[0][0] < ts - 30_000:
             # trades are appended in time order: the expired ones are a prefix
-            del self._taker[:bisect_left(self._taker, ts - 30_000, key=_printed_at)]
+            del self._taker[:bisect_left(self._taker, ts - 30_000, key=itemgetter(0))]
         self.flipping.expire(ts)
 
     def taker_since(self, ts: int) -> list:
