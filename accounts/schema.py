@@ -1,4 +1,4 @@
-"""OpenAPI description of the Bearer key scheme (loaded by AccountsConfig.ready)."""
+"""OpenAPI description of the Bearer key scheme (loaded with accounts.authentication)."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
