@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.integration.servers import daphne_processes, embedded_site
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY_METHODS = ("post", "put", "patch")

@@ -17,7 +17,7 @@ from tests.integration.servers import manage
 
 # pytest-django makes the test database only for tests that ask for it where it can see
 # it (a mark or a fixture argument, not getfixturevalue); in full mode the server uses it.
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SUBSCRIBED = "binance/BTC/USDT"  # one of the demo account's paid streams
 UNSUBSCRIBED = "kraken/ADA/USD"

@@ -10,8 +10,11 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from tests.integration.servers import daphne_processes, embedded_site
+
+pytestmark = pytest.mark.slow
 
 EVENTS = "/api/v1/streams/binance/BTC/USDT/events"
 POSITIONED = ("bar", "scheme-event")  # the events that carry an id

@@ -18,6 +18,8 @@ from streaming.feeds import PairFeed
 from .reference import binance_reference
 from .server import BINANCE_BTC, ReplayingExchange
 
+pytestmark = pytest.mark.slow
+
 BTC = PairRef("binance", "BTC", "USDT")
 
 
