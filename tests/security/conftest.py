@@ -92,13 +92,17 @@ def api_paths():
 def asgi_application():
     """The production ASGI entry point (config.asgi: Django plus the SSE app). Importing it
     freezes the collector and raises its thresholds for a long-lived server; the test
-    process keeps its own thresholds. What the worker loaded before stays frozen for the
-    test, as a server's start-up state does: a full collection of a test worker's heap
-    stalled an in-process request for 720 ms, past the fuzz test's SSE read deadline."""
+    process keeps its own thresholds and logs no pauses. What the worker loaded before
+    stays frozen for the test, as a server's start-up state does: a full collection of a
+    test worker's heap stalled an in-process request for 720 ms, past the fuzz test's SSE
+    read deadline."""
     thresholds = gc.get_threshold()
+    from config import collector
     from config.asgi import application
 
     gc.set_threshold(*thresholds)
+    if collector._log_long_pauses in gc.callbacks:  # its log would outlive pytest's captured streams
+        gc.callbacks.remove(collector._log_long_pauses)
     gc.collect()
     gc.freeze()
     yield application
