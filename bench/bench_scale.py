@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -87,6 +88,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tests.integration.servers import process_tree  # noqa: E402 (the project root on the path first)
 
 LAG_GOAL_MS = 2000
+# config/collector.py's warning, in honcho's output (`<process>.<n> | ...`): process, generation, ms
+LONG_PAUSE = re.compile(r"^[\d:]* ?(\w+)\.\d+ .*garbage collection of generation (\d) took (\d+) ms", re.M)
 HEADLINE_GOAL_PAIRS = 100
 POLL_SECONDS = 0.2
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -229,6 +232,8 @@ class ScaleResult:
     disconnects: int = 0
     trades_missed: int = 0
     exchange_behind_ms: float = 0.0
+    late_seconds: dict = field(default_factory=dict)  # second -> pairs whose bar came later than the goal
+    collector_pauses: list[tuple[str, int, float]] = field(default_factory=list)  # logged: (process, generation, ms)
     error: str = ""
     process_groups: list[int] = field(default_factory=list)  # the groups started (all ended on return)
 
@@ -559,6 +564,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 # a bar is pushed on SSE once committed: its receipt bounds the commit too
                 bounds = [t for t in (seen.get(second), received_at.get(second)) if t is not None]
                 result.lag_ms.append(min(bounds, default=poll_end) - (second + 1000))
+                if result.lag_ms[-1] > LAG_GOAL_MS:
+                    result.late_seconds[second] = result.late_seconds.get(second, 0) + 1
                 if second % 60_000 < 3_000:
                     result.lag_at_minute_start_ms.append(result.lag_ms[-1])
                 if dump is not None:
@@ -583,6 +590,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 result.sse_after_second_ms.append(at - (ts + 1000))
                 if ts in seen:
                     result.sse_after_database_ms.append(at - seen[ts])
+        result.collector_pauses = [(name, int(generation), float(ms))
+                                   for name, generation, ms in LONG_PAUSE.findall(honcho.tail(10**8))]
         for group in (exchange, honcho, sse):  # a run that went through keeps no logs
             stack.callback(group.log.unlink, missing_ok=True)
         return result
@@ -672,6 +681,37 @@ def _s(ms: float) -> str:
     return f"{ms / 1000:.2f} s"
 
 
+def _pauses(result: ScaleResult) -> str:
+    """The collector pauses of 0.1 s or more the server processes logged, by process and generation."""
+    by: dict[tuple[str, int], list[float]] = {}
+    for name, generation, ms in result.collector_pauses:
+        by.setdefault((name, generation), []).append(ms)
+    if not by:
+        return "no collector pause of 0.1 s or more"
+    return "collector pauses of 0.1 s or more: " + ", ".join(
+        f"{name} generation {generation}: {len(times)} (longest {max(times):.0f} ms)"
+        for (name, generation), times in sorted(by.items()))
+
+
+def _late_spells(result: ScaleResult) -> str:
+    """Where the bars later than the goal were: runs of consecutive late seconds, each with its
+    start (UTC), length and most pairs late at once; a stall of one process shows as one spell
+    of about half the pairs."""
+    if not result.late_seconds:
+        return f"no bar later than {_s(LAG_GOAL_MS)}"
+    spells: list[list[int]] = []
+    for second in sorted(result.late_seconds):
+        if spells and second - spells[-1][-1] <= 1000:
+            spells[-1].append(second)
+        else:
+            spells.append([second])
+    described = [f"{time.strftime('%H:%M:%S', time.gmtime(spell[0] / 1000))} for {len(spell)} s, "
+                 f"up to {max(result.late_seconds[second] for second in spell)} pairs" for spell in spells[:5]]
+    more = f" and {len(spells) - 5} more" if len(spells) > 5 else ""
+    return (f"{sum(result.late_seconds.values())} bars later than {_s(LAG_GOAL_MS)} in {len(spells)} spells: "
+            + "; ".join(described) + more)
+
+
 def row_for(result: ScaleResult) -> dict:
     n = result.pairs
     if result.error and not result.lag_ms:
@@ -699,7 +739,7 @@ def row_for(result: ScaleResult) -> dict:
         f"{cores.get('exchange', 0):.2f} core (at most {result.exchange_behind_ms:.0f} ms behind its schedule), "
         f"SSE clients {cores.get('sse clients', 0):.2f} core; machine {result.machine_cores:.2f} of "
         f"{os.cpu_count()} cores busy; resyncs {result.resyncs}, disconnects {result.disconnects}, "
-        f"SSE reconnects {result.sse_reconnects}")
+        f"SSE reconnects {result.sse_reconnects}; {_late_spells(result)}; {_pauses(result)}")
     return {"figure": f"scale, {n} busy live pairs for {result.seconds:.0f} s (full mode as `make run-full`)",
             "value": value, "comparison": comparison,
             "goal": f"bar lag p99 <= {LAG_GOAL_MS / 1000:g} s, none missing or doubled", "met": result.held}
