@@ -39,13 +39,13 @@ def streamed_snapshots_on_running_servers(env, key):
     auth = {"Authorization": f"Bearer {key}"}
     serving = {**env, "INGESTION_AUTOSTART": "true", "INGESTION_IN_PROCESS": "true"}
     with daphne_processes(1, env=serving) as (ingesting,), \
-            daphne_processes(1, env={**env, "INGESTION_AUTOSTART": "false", "SNAPSHOT_STREAM_ROWS": "3"}) as (streaming,):
-        assert httpx.post(f"{ingesting}/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"},
-                          headers=auth, timeout=30).status_code in (200, 201)
+            daphne_processes(1, env={**env, "INGESTION_AUTOSTART": "false", "SNAPSHOT_STREAM_ROWS": "3"}) as (streaming,), \
+            httpx.Client(headers=auth, timeout=60, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+        assert http.post(f"{ingesting}/api/v1/streams", json={"exchange": "binance", "base": "BTC", "quote": "USDT"}).status_code in (200, 201)
         deadline = time.monotonic() + 120
         while True:  # enough second bars that the second server streams the snapshot
-            live = httpx.get(f"{ingesting}{PAIR}/live", headers=auth, timeout=30).json()
-            if live and httpx.post(f"{ingesting}{PAIR}/snapshot", headers=auth, timeout=30, json={
+            live = http.get(f"{ingesting}{PAIR}/live").json()
+            if live and http.post(f"{ingesting}{PAIR}/snapshot", json={
                     "metrics": ["trade"], "granularity": "second", "to_ms": live["ts_ms"]}).json()["count"] >= 10:
                 break
             assert time.monotonic() < deadline, "no second bars were ingested"
@@ -53,17 +53,17 @@ def streamed_snapshots_on_running_servers(env, key):
         window = {"metrics": ["trade", "book", "quote"], "granularity": "second", "to_ms": live["ts_ms"] + 1}
 
         for fmt in ("json", "toon"):
-            whole = httpx.post(f"{ingesting}{PAIR}/snapshot", headers=auth, timeout=30, json={**window, "format": fmt})
-            before = httpx.get(f"{streaming}/api/v1/me/usage", headers=auth, timeout=30).json()["bytes"]["used"]
-            streamed = httpx.post(f"{streaming}{PAIR}/snapshot", headers=auth, timeout=30, json={**window, "format": fmt})
+            whole = http.post(f"{ingesting}{PAIR}/snapshot", json={**window, "format": fmt})
+            before = http.get(f"{streaming}/api/v1/me/usage").json()["bytes"]["used"]
+            streamed = http.post(f"{streaming}{PAIR}/snapshot", json={**window, "format": fmt})
             assert streamed.status_code == whole.status_code == 200
             assert "content-length" not in streamed.headers  # it was streamed
             assert streamed.content == whole.content
-            after = httpx.get(f"{streaming}/api/v1/me/usage", headers=auth, timeout=30).json()["bytes"]["used"]
+            after = http.get(f"{streaming}/api/v1/me/usage").json()["bytes"]["used"]
             assert after - before == len(streamed.content)
 
         def snapshot(_):
-            return httpx.post(f"{streaming}{PAIR}/snapshot", headers=auth, timeout=60, json=window).status_code
+            return http.post(f"{streaming}{PAIR}/snapshot", json=window).status_code
 
         with ThreadPoolExecutor(24) as pool:
             assert set(pool.map(snapshot, range(72))) == {200}
