@@ -19,6 +19,9 @@ from .base import CACHES, REDIS_URL, env  # noqa: E402
 API_KEY_ARGON2 = {"time_cost": 1, "memory_cost": 1024, "parallelism": 1}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 WHITENOISE_USE_FINDERS = True
+# Look a static file up when it is asked for, not by walking every app's static folder each
+# time a test client loads the middleware: the walk was 3 % of the suite's in-process CPU.
+WHITENOISE_AUTOREFRESH = True
 STATIC_ROOT = None  # served from the app folders; only production collects static files
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
