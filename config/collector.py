@@ -18,10 +18,10 @@ YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD = 50_000, 50, 100
 LONG_PAUSE_S = 0.1  # a collection this long stalls every request or pair of the process: logged
 
 
-def collect_less_often() -> None:
+def collect_less_often(*, log_long_pauses: bool = True) -> None:
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
-    if _log_long_pauses not in gc.callbacks:
+    if log_long_pauses and _log_long_pauses not in gc.callbacks:
         gc.callbacks.append(_log_long_pauses)
 
 

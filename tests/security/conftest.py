@@ -91,22 +91,20 @@ def api_paths():
 @pytest.fixture
 def asgi_application():
     """The production ASGI entry point (config.asgi: Django plus the SSE app). Importing it
-    freezes the collector and raises its thresholds for a long-lived server; the test
-    process keeps its own thresholds and logs no pauses. What the worker loaded before
-    stays frozen for the test, as a server's start-up state does: a full collection of a
-    test worker's heap stalled an in-process request for 720 ms, past the fuzz test's SSE
-    read deadline."""
-    thresholds = gc.get_threshold()
+    sets the collector up as a long-lived server's (as tests/conftest.py did for the test
+    process) and adds the pause log, removed here: it would outlive pytest's captured
+    streams. What
+    the worker loaded is frozen out of the collector's scans, as a server's start-up state
+    is: a full collection of a test worker's heap stalled an in-process request for 720 ms,
+    past the fuzz test's SSE read deadline."""
     from config import collector
     from config.asgi import application
 
-    gc.set_threshold(*thresholds)
-    if collector._log_long_pauses in gc.callbacks:  # its log would outlive pytest's captured streams
+    if collector._log_long_pauses in gc.callbacks:
         gc.callbacks.remove(collector._log_long_pauses)
     gc.collect()
     gc.freeze()
     yield application
-    gc.unfreeze()
 
 
 @pytest.fixture
