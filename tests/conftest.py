@@ -23,13 +23,15 @@ def _starts_processes(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked postgres / redis run whenever those servers are configured. Under
-    pytest-xdist, the files marked slow go first, one to a worker, then the tests that
-    start processes, so that their waits overlap the tests that compute instead of trailing
-    the run alone (otherwise the order is the files')."""
+    pytest-xdist, the files marked slow go first, one to a worker, then those marked heavy
+    and the tests that start processes, so that their waits overlap the tests that compute,
+    and the light files fill the end of the run instead of one long file trailing it alone
+    (otherwise the order is the files')."""
     from django.conf import settings
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: (item.get_closest_marker("slow") is None, not _starts_processes(item)))
+        items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
+                                     item.get_closest_marker("heavy") is None and not _starts_processes(item)))
 
     on_postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
     on_redis = bool(settings.REDIS_URL)

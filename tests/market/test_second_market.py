@@ -12,6 +12,8 @@ from market.sources.events import BookDelta, BookSnapshot, PairRef, Trade
 from market.sources.second_market import Episode, SecondMarketSource
 from market.sources.second_market.episodes import NEAR_MISSES
 
+pytestmark = pytest.mark.heavy
+
 HOUR = 3_600_000
 SPARSE_PAIR = PairRef("sim2", "BTC", "USDT")
 DENSE_PAIR = PairRef("sim2", "DOGE", "USDT")

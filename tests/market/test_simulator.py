@@ -19,6 +19,8 @@ from market.sources.simulator.informed import cross
 from market.sources.flow_stats import flow_profile
 from market.sources.netting import net_depth
 
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parents[2]
 BTC = PairRef("binance", "BTC", "USDT")
 ETH = PairRef("binance", "ETH", "USDT")

@@ -35,7 +35,7 @@ from accounts.services import api_key_create, api_key_revoke
 from .conftest import seed_recent_bars
 
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.heavy]
 
 MIN_REQUESTS = 1_000
 EXAMPLES = {GenerationMode.POSITIVE: 36, GenerationMode.NEGATIVE: 36}

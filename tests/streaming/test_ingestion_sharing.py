@@ -19,6 +19,8 @@ from streaming.models import IngestionState, IngestionWorker
 from tests.second_bars import stored_seconds
 from tests.integration.workers import assert_second_bars_are_the_simulators
 
+pytestmark = pytest.mark.heavy
+
 T0 = 1_763_640_000_000  # a minute boundary
 
 
