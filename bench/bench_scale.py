@@ -89,7 +89,8 @@ from tests.integration.servers import process_tree  # noqa: E402 (the project ro
 
 LAG_GOAL_MS = 2000
 # config/collector.py's warning, in honcho's output (`<process>.<n> | ...`): process, generation, ms
-LONG_PAUSE = re.compile(r"^[\d:]* ?(\w+)\.\d+ .*garbage collection of generation (\d) took (\d+) ms", re.M)
+LONG_PAUSE = re.compile(
+    r"^[\d:]* ?(\w+)\.\d+ .*garbage collection of generation (\d) took (\d+) ms \((\d+) ms of CPU", re.M)
 HEADLINE_GOAL_PAIRS = 100
 POLL_SECONDS = 0.2
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -233,7 +234,7 @@ class ScaleResult:
     trades_missed: int = 0
     exchange_behind_ms: float = 0.0
     late_seconds: dict = field(default_factory=dict)  # second -> pairs whose bar came later than the goal
-    collector_pauses: list[tuple[str, int, float]] = field(default_factory=list)  # logged: (process, generation, ms)
+    collector_pauses: list[tuple[str, int, float, float]] = field(default_factory=list)  # (process, generation, ms, CPU ms)
     error: str = ""
     process_groups: list[int] = field(default_factory=list)  # the groups started (all ended on return)
 
@@ -590,8 +591,8 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
                 result.sse_after_second_ms.append(at - (ts + 1000))
                 if ts in seen:
                     result.sse_after_database_ms.append(at - seen[ts])
-        result.collector_pauses = [(name, int(generation), float(ms))
-                                   for name, generation, ms in LONG_PAUSE.findall(honcho.log.read_text(errors="replace"))]
+        result.collector_pauses = [(name, int(generation), float(ms), float(cpu_ms)) for name, generation, ms, cpu_ms
+                                   in LONG_PAUSE.findall(honcho.log.read_text(errors="replace"))]
         for group in (exchange, honcho, sse):  # a run that went through keeps no logs
             stack.callback(group.log.unlink, missing_ok=True)
         return result
@@ -682,15 +683,18 @@ def _s(ms: float) -> str:
 
 
 def _pauses(result: ScaleResult) -> str:
-    """The collector pauses of 0.1 s or more the server processes logged, by process and generation."""
-    by: dict[tuple[str, int], list[float]] = {}
-    for name, generation, ms in result.collector_pauses:
-        by.setdefault((name, generation), []).append(ms)
+    """The collector pauses of 0.1 s or more the server processes logged, by process and
+    generation, with the CPU the collections used: a pause far longer than its CPU was the
+    process waiting for a core."""
+    by: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for name, generation, ms, cpu_ms in result.collector_pauses:
+        by.setdefault((name, generation), []).append((ms, cpu_ms))
     if not by:
         return "no collector pause of 0.1 s or more"
     return "collector pauses of 0.1 s or more: " + ", ".join(
-        f"{name} generation {generation}: {len(times)} (longest {max(times):.0f} ms)"
-        for (name, generation), times in sorted(by.items()))
+        f"{name} generation {generation}: {len(pauses)} (longest {max(pauses)[0]:.0f} ms, of it {max(pauses)[1]:.0f} ms "
+        f"of CPU; {sum(cpu for _, cpu in pauses):.0f} of {sum(ms for ms, _ in pauses):.0f} ms in all)"
+        for (name, generation), pauses in sorted(by.items()))
 
 
 def _late_spells(result: ScaleResult) -> str:

@@ -25,13 +25,16 @@ def collect_less_often(*, log_long_pauses: bool = True) -> None:
         gc.callbacks.append(_log_long_pauses)
 
 
-_started = 0.0
+_started = _started_cpu = 0.0
 
 
 def _log_long_pauses(phase: str, info: dict) -> None:
-    global _started
+    """Logs the wall time and the collecting thread's CPU time: a pause far longer than its
+    CPU is the process waiting for a core, not the collector working."""
+    global _started, _started_cpu
     if phase == "start":
-        _started = time.perf_counter()
+        _started, _started_cpu = time.perf_counter(), time.thread_time()
     elif (took := time.perf_counter() - _started) >= LONG_PAUSE_S:
-        logger.warning("garbage collection of generation %d took %.0f ms (%d objects collected)",
-                       info["generation"], took * 1000, info["collected"])
+        logger.warning("garbage collection of generation %d took %.0f ms (%.0f ms of CPU; %d objects collected)",
+                       info["generation"], took * 1000, (time.thread_time() - _started_cpu) * 1000,
+                       info["collected"])
