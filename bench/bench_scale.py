@@ -691,10 +691,13 @@ def _pauses(result: ScaleResult) -> str:
         by.setdefault((name, generation), []).append((ms, cpu_ms))
     if not by:
         return "no collector pause of 0.1 s or more"
-    return "collector pauses of 0.1 s or more: " + ", ".join(
-        f"{name} generation {generation}: {len(pauses)} (longest {max(pauses)[0]:.0f} ms, of it {max(pauses)[1]:.0f} ms "
-        f"of CPU; {sum(cpu for _, cpu in pauses):.0f} of {sum(ms for ms, _ in pauses):.0f} ms in all)"
-        for (name, generation), pauses in sorted(by.items()))
+    parts = []
+    for (name, generation), pauses in sorted(by.items()):
+        longest_ms, longest_cpu_ms = max(pauses)
+        parts.append(f"{name} generation {generation}: {len(pauses)} (longest {longest_ms:.0f} ms, of it "
+                     f"{longest_cpu_ms:.0f} ms of CPU; {sum(cpu for _, cpu in pauses):.0f} of "
+                     f"{sum(ms for ms, _ in pauses):.0f} ms in all)")
+    return "collector pauses of 0.1 s or more: " + ", ".join(parts)
 
 
 def _late_spells(result: ScaleResult) -> str:
