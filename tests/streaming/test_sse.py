@@ -5,6 +5,7 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 
 from accounts.services import account_payment_set, api_key_create, api_key_revoke
 from market.bars import Bar
@@ -35,6 +36,20 @@ def bearer(created):
 
 def run(coro):
     return asyncio.run(coro)
+
+
+async def in_a_thread(service, **kwargs):
+    """Call a service from the test's event loop as a request's thread would. Outside any
+    async_to_sync, asgiref runs it on one thread kept for the whole process: a connection
+    left open there stays checked out of the pool past the run, and the test database
+    cannot be dropped."""
+    def call():
+        try:
+            return service(**kwargs)
+        finally:
+            connections.close_all()  # the thread returns its connection, as sse_auth's do
+
+    return await sync_to_async(call)()
 
 
 def finish(path, headers, query=""):
@@ -111,7 +126,7 @@ def test_a_stream_opens_with_retry_and_status_then_delivers_bars(key, btc):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: any(e["event"] == "status" for e in s.events))
         assert stream.status == 200
-        await sync_to_async(live.publish_bars)(pair=btc, bars=[live_bar(now_ms() - 1000)])
+        await in_a_thread(live.publish_bars, pair=btc, bars=[live_bar(now_ms() - 1000)])
         await stream.until(lambda s: any(e["event"] == "bar" for e in s.events))
         await stream.close()
         return stream
@@ -132,7 +147,7 @@ def test_the_bars_of_a_catch_up_are_pushed_in_order_so_an_open_stream_has_no_gap
 
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(live.publish_bars)(pair=btc, bars=catch_up)
+        await in_a_thread(live.publish_bars, pair=btc, bars=catch_up)
         await stream.until(lambda s: sum(e["event"] == "bar" for e in s.events) >= 25 or s.finished)
         await stream.close()
         return stream
@@ -174,7 +189,7 @@ def test_a_cursor_that_cannot_be_resumed_sends_stream_reset(key, cursor):
 def test_unsubscribing_closes_the_stream(key, btc, subscribed):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(subscription_remove)(account=subscribed, pair=btc)
+        await in_a_thread(subscription_remove, account=subscribed, pair=btc)
         await stream.until(lambda s: s.finished)
         return stream
 
@@ -185,9 +200,9 @@ def test_unsubscribing_closes_the_stream(key, btc, subscribed):
 def test_dropping_one_metric_narrows_the_bars(key, btc, subscribed):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(subscription_remove)(account=subscribed, pair=btc, metric="trade")
+        await in_a_thread(subscription_remove, account=subscribed, pair=btc, metric="trade")
         await asyncio.sleep(0.1)
-        await sync_to_async(live.publish_bars)(pair=btc, bars=[live_bar(now_ms() - 500)])
+        await in_a_thread(live.publish_bars, pair=btc, bars=[live_bar(now_ms() - 500)])
         await stream.until(lambda s: any(e["event"] == "bar" for e in s.events))
         await stream.close()
         return stream
@@ -199,7 +214,7 @@ def test_dropping_one_metric_narrows_the_bars(key, btc, subscribed):
 def test_revoking_the_key_closes_the_stream(key):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(api_key_revoke)(api_key=key.api_key, via="command")
+        await in_a_thread(api_key_revoke, api_key=key.api_key, via="command")
         await stream.until(lambda s: s.finished)
         return stream
 
@@ -209,7 +224,7 @@ def test_revoking_the_key_closes_the_stream(key):
 def test_a_lapsed_payment_closes_the_stream(key, subscribed):
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(account_payment_set)(account=subscribed, payment="lapsed")
+        await in_a_thread(account_payment_set, account=subscribed, payment="lapsed")
         await stream.until(lambda s: s.finished)
         return stream
 
@@ -295,7 +310,7 @@ def test_scheme_events_are_pushed_with_a_resumable_id(key, btc):
 
     async def go():
         stream = await OpenStream(EVENTS, bearer(key)).start().until(lambda s: len(s.events) >= 2)
-        await sync_to_async(scheme_events_store)(pair=btc, detections=[scheme_detection(now_ms())])
+        await in_a_thread(scheme_events_store, pair=btc, detections=[scheme_detection(now_ms())])
         await stream.until(lambda s: any(e["event"] == "scheme-event" for e in s.events))
         await stream.close()
         return stream
