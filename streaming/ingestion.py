@@ -175,10 +175,11 @@ READ_AHEAD_BEFORE_TICK_S = 0.03
 
 def announce_state_changes(ingestors: dict[int, PairIngestor], announced: dict[int, str]) -> None:
     """Tell the live feed when a pair's derived state changed since the last look."""
-    from .selectors import pair_status
+    from .selectors import pair_status, pairs_signals
 
+    signals = pairs_signals(pairs=[ingestor.pair for ingestor in ingestors.values()], now=clock.now_ms())
     for pair_id, ingestor in ingestors.items():
-        status = pair_status(pair=ingestor.pair, account=None)
+        status = pair_status(pair=ingestor.pair, account=None, subscribed=None, signals=signals[pair_id])
         if announced.get(pair_id) != status["state"]:
             announced[pair_id] = status["state"]
             status.pop("subscribed", None)

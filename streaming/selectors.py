@@ -48,10 +48,14 @@ def account_subscription(*, account, subscription_id: int) -> StreamSubscription
 def coverage_24h(*, pair: Pair, now: int) -> float:
     """Share of the last 24 hours for which the pair has second bars (each second bar holds
     one book sample, summed in the minute roll-ups)."""
+    return _coverages_24h([pair.pk], now).get(pair.pk, 0.0)
+
+
+def _coverages_24h(pair_ids: list[int], now: int) -> dict[int, float]:
     start = floor_ms(now - DAY_MS, "minute")
-    total = (MinuteBar.objects.filter(pair=pair, ts_ms__gte=start, ts_ms__lt=now)
-             .aggregate(seconds=Sum("book_samples"))["seconds"]) or 0
-    return round(min(total / 86_400, 1.0), 4)
+    seconds = (MinuteBar.objects.filter(pair_id__in=pair_ids, ts_ms__gte=start, ts_ms__lt=now)
+               .values("pair_id").annotate(seconds=Sum("book_samples")).values_list("pair_id", "seconds"))
+    return {pair_id: round(min((total or 0) / 86_400, 1.0), 4) for pair_id, total in seconds}
 
 
 # A pair's ingestion signals (its state row and 24-hour coverage) as stream connects and
@@ -60,23 +64,30 @@ def coverage_24h(*, pair: Pair, now: int) -> float:
 _recent_signals = RecentLookups("PAIR_STATUS_CACHE_SECONDS")
 
 
-def _pair_signals(pair: Pair, now: int) -> tuple[IngestionState | None, float]:
-    state = IngestionState.objects.filter(pair=pair).first()
-    coverage = coverage_24h(pair=pair, now=now) if state is not None and state.heartbeat_at else 0.0
-    return state, coverage
+def pairs_signals(*, pairs: list[Pair], now: int) -> dict[int, tuple[IngestionState | None, float]]:
+    """Each pair's ingestion state row and 24-hour coverage (0 until it was heard from), in
+    two statements whatever the number of pairs."""
+    states = {state.pair_id: state for state in IngestionState.objects.filter(pair__in=pairs)}
+    heard = [pair_id for pair_id, state in states.items() if state.heartbeat_at]
+    coverages = _coverages_24h(heard, now) if heard else {}
+    return {pair.pk: (states.get(pair.pk), coverages.get(pair.pk, 0.0)) for pair in pairs}
 
 
 _UNREAD = object()
 
 
-def pair_status(*, pair: Pair, account, subscribed=_UNREAD, recent: bool = False) -> dict:
+def pair_status(*, pair: Pair, account, subscribed=_UNREAD, recent: bool = False, signals=None) -> dict:
     """The pair's stream status as `account` sees it. `subscribed`: the metrics the account
     subscribes to on the pair (None: none) when the caller has read them already; `recent`:
     the ingestion signals may be up to PAIR_STATUS_CACHE_SECONDS old (readers; ingestion,
-    which writes them, reads them fresh)."""
+    which writes them, reads them fresh); `signals`: the pair's entry of `pairs_signals`
+    when the caller read many pairs' at once."""
     now = clock.now_ms()
-    state, coverage = (_recent_signals.get((pair.pk,), lambda: _pair_signals(pair, now)) if recent
-                       else _pair_signals(pair, now))
+    if signals is None:
+        def read():
+            return pairs_signals(pairs=[pair], now=now)[pair.pk]
+        signals = _recent_signals.get((pair.pk,), read) if recent else read()
+    state, coverage = signals
     if subscribed is _UNREAD:
         subscription = subscription_get(account=account, pair=pair)
         subscribed = subscription.metrics if subscription else []

@@ -17,8 +17,8 @@ from market.selectors import pair_streamable, pairs_streamable_search, streamabl
 from schemes.selectors import scheme_history
 
 from .models import METRICS
-from .selectors import (account_subscription, account_subscriptions, pair_status, recent_bar_rows,
-                        stream_opening, subscription_get)
+from .selectors import (account_subscription, account_subscriptions, pair_status, pairs_signals,
+                        recent_bar_rows, stream_opening, subscription_get)
 from .services import subscription_remove, subscription_upsert
 
 PICKER_ROWS = 50
@@ -57,7 +57,9 @@ def streams_page(request):
     now = clock.utcnow()
     subscriptions = account_subscriptions(account=account)
     mine = {s.pair_id: s for s in subscriptions}
-    rows = [{"subscription": s, "status": pair_status(pair=s.pair, account=account)} for s in subscriptions]
+    signals = pairs_signals(pairs=[s.pair for s in subscriptions], now=clock.now_ms())
+    rows = [{"subscription": s, "status": pair_status(pair=s.pair, account=account, subscribed=s.metrics,
+                                                      signals=signals[s.pair_id])} for s in subscriptions]
     price = account.plan.pair_price_usd
     bills = pair_bills_month(account=account, now=now, pair_price_usd=price)
 

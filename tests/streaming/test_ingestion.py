@@ -104,6 +104,30 @@ def test_first_step_backfills_24_hours(btc, settings):
     assert result is not None and result.bars
 
 
+def test_many_pairs_status_signals_are_read_in_two_statements_and_match_each_pairs_own(
+        catalog, django_assert_num_queries, monkeypatch):
+    """The ingestion loop announces its pairs' states from one read of all their signals;
+    what it reads for each pair is what that pair's own status read gives."""
+    from streaming.selectors import pair_status, pairs_signals
+
+    heard = [catalog["binance/BTC/USDT"], catalog["binance/ETH/USDT"]]
+    for pair in heard:
+        ingestion_want(pair=pair)
+        PairIngestor(pair).step(clock.now_ms())
+    wanted_only = catalog["binance/SOL/USDT"]
+    ingestion_want(pair=wanted_only)
+    pairs = [*heard, wanted_only, catalog["coinbase/BTC/USD"]]
+    now = clock.now_ms()
+    monkeypatch.setattr(clock, "now_ms", lambda: now)  # the heartbeat's age is the same in both reads
+    with django_assert_num_queries(2):
+        signals = pairs_signals(pairs=pairs, now=now)
+    assert [coverage > 0.95 for _state, coverage in (signals[p.pk] for p in heard)] == [True, True]
+    assert signals[wanted_only.pk][1] == 0.0 and signals[pairs[-1].pk] == (None, 0.0)
+    for pair in pairs:
+        assert pair_status(pair=pair, account=None, subscribed=None, signals=signals[pair.pk]) == \
+            pair_status(pair=pair, account=None, subscribed=None)
+
+
 def test_unwanted_pairs_retire_after_the_grace_period(btc, state, settings):
     from streaming.ingestion import ingestion_unwant
     from streaming.leases import retire_unwanted, wanted_pair_ids
