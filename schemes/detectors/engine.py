@@ -339,7 +339,6 @@ class DetectorEngine:
                 out.extend(self.flipping.poll(self, ts))
             return out
         pulled = []
-        attributed = []  # (record, and before this update: remaining, cancelled, largest cancel, first cancel; level after)
         base = self.base
         scale = tr.scale
         by_price = self._by_price
@@ -384,7 +383,6 @@ class DetectorEngine:
                 if canc > 0 and not background_runover and not ch.scrolled:
                     take = cancel_attributed(canc, r.remaining, ch.old)
                     if take > 0:
-                        attributed.append((r, r.remaining, r.cancelled, r.largest_cancel, r.t_first_cancel, ch.new))
                         r.cancelled += take
                         if take > r.largest_cancel:
                             r.largest_cancel = take
@@ -401,8 +399,8 @@ class DetectorEngine:
             if ch.new <= 0:
                 del by_price[(ch.side, ch.price)]
                 self._emptied.add((ch.side, ch.price))
-        if attributed:
-            pulled = self._without_moves(pulled, attributed, changes)
+        if pulled:
+            pulled = self._without_moves(pulled, changes)
         out = []
         if self.layering.pending:
             out.extend(self.layering.poll(self, ts))
@@ -417,38 +415,26 @@ class DetectorEngine:
             out.extend(self.flipping.poll(self, ts))
         return out
 
-    def _without_moves(self, pulled: list, attributed: list, changes) -> list:
-        """Cancels that were moves are no pulls. When the same update adds at least
-        MOVED_SHARE of what it took from a side's records back on that side, in pieces of
-        at least MOVED_MIN_PIECE of the smallest take, orders were re-priced (a peg
-        following the touch, a maker's quote refresh), not withdrawn. Whose order moved,
-        L2 does not say: where the level still holds every open record there whole, the
-        records keep resting and the cancel is taken back (another trader's quote moved
-        off their price); where it holds less, theirs were among the moved, and a record
-        pulled by it is spent (its new place is a new large add)."""
-        keep = pulled
+    @staticmethod
+    def _without_moves(pulled: list, changes) -> list:
+        """Drop the pulls that were moves: when the same update adds at least
+        MOVED_SHARE of the pulled quantity back on the same side, in pieces of at least
+        MOVED_MIN_PIECE of a pulled order, the orders were re-priced (a peg following the
+        touch, a quote refresh), not withdrawn. The moved orders are spent; their new places
+        are new large adds."""
+        keep = []
         for side in ("bid", "ask"):
-            mine = [a for a in attributed if a[0].side == side]
+            mine = [r for r in pulled if r.side == side]
             if not mine:
                 continue
-            takes = [r.cancelled - cancelled for r, _, cancelled, *_ in mine]
-            piece = max(MOVED_MIN_PIECE * min(takes), 1e-12)
+            piece = max(MOVED_MIN_PIECE * min(r.cancelled for r in mine), 1e-12)
             added = sum(ch.added for ch in changes
                         if ch.side == side and ch.added >= piece and ch.level_index < MOVED_MAX_LEVEL)
-            if added < MOVED_SHARE * sum(takes):
-                continue
-            before = {a[0]: a[1] for a in mine}
-            for r, _remaining, cancelled, largest, first_cancel, level_after in mine:
-                held = sum(before.get(o, o.remaining) for o in self._all_by_price.get((side, r.price), ())
-                           if not o.closed or o in before)
-                if level_after >= held - 1e-9:
-                    r.cancelled, r.largest_cancel, r.t_first_cancel = cancelled, largest, first_cancel
-                    if r.t_pulled is not None and r in keep:
-                        r.t_pulled, r.pull_dist_ticks, r.pull_emptied_touch = None, None, False
-                        keep = [k for k in keep if k is not r]
-                elif r in keep:
+            if added >= MOVED_SHARE * sum(r.cancelled for r in mine):
+                for r in mine:
                     r.used = True
-                    keep = [k for k in keep if k is not r]
+            else:
+                keep.extend(mine)
         return keep
 
     # -- event building --------------------------------------------------------------------

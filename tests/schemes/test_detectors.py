@@ -323,35 +323,6 @@ def test_a_pull_in_a_batch_with_the_sides_own_small_adds_is_no_move(monkeypatch)
     assert run(eng, netted_bid_flip(t, 3000, small_adds)) == []
 
 
-def bid_flip_behind_a_maker(t, maker_moves_at_ms, moved_qty):
-    """A maker's quote of 100 builds up at the best bid in pieces of 10; a bid of 120 joins
-    it; `maker_moves_at_ms` after the bid came, moved_qty leaves the level and comes back two
-    ticks lower in the same update (a quote re-priced); 3 s after the bid came it is pulled
-    and 30 is sold into the bids at once."""
-    evs = [snapshot(t)]
-    evs += [BookDelta(t + 100 + 50 * i, bids=((px(10000), 20.0 + 10 * i),)) for i in range(10)]
-    evs.append(BookDelta(t + 1000, bids=((px(10000), 230.0),)))
-    evs.append(BookDelta(t + 1000 + maker_moves_at_ms, bids=((px(10000), 230.0 - moved_qty), (px(9998), 10.0 + moved_qty))))
-    evs += [BookDelta(t + 4000, bids=((px(10000), 110.0 - moved_qty),)),
-            Trade(t + 4100, px(10000), 110.0 - moved_qty, "sell"), Trade(t + 4100, px(9999), 10.0, "sell"),
-            Trade(t + 4100, px(9998), 10.0, "sell"),
-            BookDelta(t + 4100, bids=((px(10000), 0.0), (px(9999), 0.0), (px(9998), moved_qty)))]
-    return evs
-
-
-def test_a_quote_moved_off_a_level_that_still_holds_the_order_leaves_the_order_resting():
-    """The maker's 100 moving two ticks down leaves 130 at the touch, room for the bid of 120
-    whole: on L2 that is another trader's quote re-priced, so the bid still rests and its
-    pull 2 s later is flipping. When the move takes more than the level could leave the bid
-    (130 of 230), the bid was among the moved: spent, as a move always made it."""
-    eng, t = warm_engine()
-    out = run(eng, bid_flip_behind_a_maker(t, 1000, 100.0))
-    assert [(e.scheme, e.side) for e in out] == [("flipping", "bid")]
-    assert out[0].build["start_ms"] == t + 1000
-    eng, t = warm_engine()
-    assert run(eng, bid_flip_behind_a_maker(t, 1000, 130.0)) == []
-
-
 def test_an_order_re_placed_beyond_the_sides_twenty_best_levels_was_withdrawn_not_moved():
     """The batch that pulls the bid of 120 adds 110 on one other bid level: among the side's
     ten best that is the order moved; 22 levels deep, where no one reads the book, it is
