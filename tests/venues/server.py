@@ -114,6 +114,7 @@ class ReplayingExchange:
         self.books = books
         self.log: list[Sent] = []
         self.served: list[Served] = []
+        self.requests: list[tuple[str, set[str]]] = []  # the clients' SUBSCRIBE / UNSUBSCRIBE, in order
         self._clients: dict[web.WebSocketResponse, set[str]] = {}
         self._gap: set[str] = set()
         self._silent_until = 0.0
@@ -288,8 +289,18 @@ class ReplayingExchange:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self._clients[ws] = set(request.query.get("streams", "").split("/"))
-        async for _ in ws:  # the client sends nothing we answer
-            pass
+        async for message in ws:
+            request_ = _binance_request(message)
+            if request_ is None or ws not in self._clients:
+                continue
+            method, streams, request_id = request_
+            self.requests.append((method, streams))
+            if method == "SUBSCRIBE":
+                self._clients[ws] |= streams
+            elif method == "UNSUBSCRIBE":
+                self._clients[ws] -= streams
+                self._log_ended(streams)
+            await ws.send_str(orjson.dumps({"result": None, "id": request_id}).decode())
         self._disconnected(ws)  # the client closed it (a dropped one was logged when dropped)
         return ws
 
@@ -297,8 +308,12 @@ class ReplayingExchange:
         """Forget a client; in the log, the moment its connection ended for the symbols it
         read (an exact client holds no book across a lost connection)."""
         streams = self._clients.pop(ws, None)
-        if self.venue != "binance" or not streams:
-            return
+        if self.venue == "binance" and streams:
+            self._log_ended(streams)
+
+    def _log_ended(self, streams) -> None:
+        """In the log, the moment a client stopped reading these streams (a dropped connection,
+        an UNSUBSCRIBE): an exact client holds no book across it."""
         for symbol in sorted({stream.split("@", 1)[0].upper() for stream in streams if "@" in stream}):
             self.log.append(Sent(symbol, "disconnect", {}, int(time.time() * 1000), False))
 
@@ -357,6 +372,20 @@ class ReplayingExchange:
 
 
 EXCHANGE_INFO = ROOT / "tests" / "market" / "fixtures" / "binance_exchange_info.json"
+
+
+def _binance_request(message) -> tuple[str, set[str], object] | None:
+    """A client's live subscription request ({"method": "SUBSCRIBE" | "UNSUBSCRIBE", "params":
+    [streams], "id": n}, Binance's documented control messages) as (method, streams, id)."""
+    if message.type != WSMsgType.TEXT:
+        return None
+    try:
+        request = orjson.loads(message.data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    return str(request.get("method", "")), set(request.get("params") or ()), request.get("id")
 
 
 def _symbol_info(template: str, symbol: str, base: str, quote: str) -> dict:
@@ -598,7 +627,7 @@ class LoopingBinanceExchange(ReplayingExchange):
         self.symbols: dict[str, _LoopedSymbol] = {}
         self._by_stream: dict[str, tuple[_LoopedSymbol, str]] = {}
         self._counters = {"messages": 0, "bytes": 0, "depth_requests": 0, "late_frames_100ms": 0,
-                          "connections": 0}
+                          "connections": 0, "subscriptions": 0}
         self._behind_ns_max = 0
 
     async def _start(self) -> None:
@@ -671,21 +700,39 @@ class LoopingBinanceExchange(ReplayingExchange):
         ws = web.WebSocketResponse(autoping=True, compress=False)  # frames are written raw, uncompressed
         await ws.prepare(request)
         transport = request.transport
-        wanted: dict[_LoopedSymbol, set[str]] = {}
-        for stream in request.query.get("streams", "").split("/"):
-            if stream in self._by_stream:
-                symbol, kind = self._by_stream[stream]
-                wanted.setdefault(symbol, set()).add(kind)
-        entries = [(symbol, (transport, frozenset(kinds))) for symbol, kinds in wanted.items()]
-        for symbol, entry in entries:
-            symbol.subscribers.append(entry)
+        streams: set[str] = set()
+        entries: dict[_LoopedSymbol, tuple] = {}  # symbol -> its entry in symbol.subscribers
+
+        def follow(changed: set[str], subscribe: bool) -> None:
+            touched = {self._by_stream[stream][0] for stream in changed if stream in self._by_stream}
+            if subscribe:
+                streams.update(changed)
+            else:
+                streams.difference_update(changed)
+            for symbol in touched:
+                if symbol in entries:
+                    symbol.subscribers.remove(entries.pop(symbol))
+                kinds = frozenset(self._by_stream[s][1] for s in streams if s in self._by_stream
+                                  and self._by_stream[s][0] is symbol)
+                if kinds:
+                    entries[symbol] = (transport, kinds)
+                    symbol.subscribers.append(entries[symbol])
+
+        follow(set(request.query.get("streams", "").split("/")), True)
         self._clients[ws] = set()
         self._counters["connections"] += 1
         try:
-            async for _ in ws:  # the client sends nothing we answer
-                pass
+            async for message in ws:
+                request_ = _binance_request(message)
+                if request_ is None:
+                    continue
+                method, changed, request_id = request_
+                if method in ("SUBSCRIBE", "UNSUBSCRIBE"):
+                    follow(changed, method == "SUBSCRIBE")
+                    self._counters["subscriptions"] += 1
+                await ws.send_str(orjson.dumps({"result": None, "id": request_id}).decode())
         finally:
-            for symbol, entry in entries:
+            for symbol, entry in entries.items():
                 symbol.subscribers.remove(entry)
             self._clients.pop(ws, None)
         return ws

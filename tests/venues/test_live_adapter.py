@@ -16,7 +16,7 @@ from market.sources.venues import feed_for
 from streaming.feeds import PairFeed
 
 from .reference import binance_reference
-from .server import BINANCE_BTC, ReplayingExchange
+from .server import BINANCE_BTC, BINANCE_ETH, ReplayingExchange
 
 pytestmark = pytest.mark.slow
 
@@ -58,9 +58,9 @@ class Running:
         self.thread.join(10)
 
 
-def seconds_of(events):
+def seconds_of(events, ref=BTC):
     """Our bars and the book at the end of each second, from the events in (ts, arrival) order."""
-    builder = BarBuilder(BTC)
+    builder = BarBuilder(ref)
     out, pending = {}, list(events)
     start = pending[0].ts_ms - pending[0].ts_ms % 1000
     i = 0
@@ -74,6 +74,33 @@ def seconds_of(events):
         out[second] = (bar, bids[:10], asks[:10])
         second += 1000
     return out
+
+
+def compare_with_reference(ours, reference):
+    """Each second of ours against the exact consumer's: (seconds compared, seconds we did not sample)."""
+    compared, unsampled = 0, []
+    for second, (bar, top_bids, top_asks) in ours.items():
+        ref = reference.get(second)
+        if ref is None:
+            continue
+        assert bar.trade_count == ref.trade_count, second
+        if ref.trade_count:
+            assert (bar.open, bar.high, bar.low, bar.close) == (
+                float(ref.open), float(ref.high), float(ref.low), float(ref.close)), second
+            assert bar.volume == pytest.approx(float(ref.volume), rel=1e-9)
+            assert bar.buy_volume == pytest.approx(float(ref.buy_volume), rel=1e-9, abs=1e-12)
+        if not bar.book_samples:
+            unsampled.append(second)
+            continue
+        assert ref.in_sync, second  # we never sample a book an exact consumer would not hold
+        assert top_bids == [(float(p), float(q)) for p, q in ref.top_bids], second
+        assert top_asks == [(float(p), float(q)) for p, q in ref.top_asks], second
+        assert bar.bid_amount_sum == pytest.approx(float(ref.bid_depth), rel=1e-9), second
+        assert bar.ask_amount_sum == pytest.approx(float(ref.ask_depth), rel=1e-9), second
+        if bar.bid_price is not None and ref.bid_price is not None:
+            assert (bar.bid_price, bar.ask_price) == (float(ref.bid_price), float(ref.ask_price)), second
+        compared += 1
+    return compared, unsampled
 
 
 def test_the_live_adapter_keeps_the_exact_book_through_a_drop_a_gap_and_a_silence():
@@ -106,32 +133,77 @@ def test_the_live_adapter_keeps_the_exact_book_through_a_drop_a_gap_and_a_silenc
     events = events[:-1]
     assert sum(type(e) is BookLost for e in events) == 3  # every lost book was said
 
-    reference = binance_reference(venue, "BTCUSDT")
-    ours = seconds_of(events)
-    compared, unsampled = 0, []
-    for second, (bar, top_bids, top_asks) in ours.items():
-        ref = reference.get(second)
-        if ref is None:
-            continue
-        assert bar.trade_count == ref.trade_count, second
-        if ref.trade_count:
-            assert (bar.open, bar.high, bar.low, bar.close) == (
-                float(ref.open), float(ref.high), float(ref.low), float(ref.close)), second
-            assert bar.volume == pytest.approx(float(ref.volume), rel=1e-9)
-            assert bar.buy_volume == pytest.approx(float(ref.buy_volume), rel=1e-9, abs=1e-12)
-        if not bar.book_samples:
-            unsampled.append(second)
-            continue
-        assert ref.in_sync, second  # we never sample a book an exact consumer would not hold
-        assert top_bids == [(float(p), float(q)) for p, q in ref.top_bids], second
-        assert top_asks == [(float(p), float(q)) for p, q in ref.top_asks], second
-        assert bar.bid_amount_sum == pytest.approx(float(ref.bid_depth), rel=1e-9), second
-        assert bar.ask_amount_sum == pytest.approx(float(ref.ask_depth), rel=1e-9), second
-        if bar.bid_price is not None and ref.bid_price is not None:
-            assert (bar.bid_price, bar.ask_price) == (float(ref.bid_price), float(ref.ask_price)), second
-        compared += 1
+    compared, unsampled = compare_with_reference(seconds_of(events), binance_reference(venue, "BTCUSDT"))
     assert compared >= 25
     assert len(unsampled) <= 6, unsampled  # only around the three disruptions
+
+
+class RunningTogether:
+    """Venue feeds of several pairs streaming on one event loop thread, as a worker runs them."""
+
+    def __init__(self, feeds: dict):
+        self.loop = asyncio.new_event_loop()
+        self.pairs = {ref: Running(feed, ref) for ref, feed in feeds.items()}
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        for running in self.pairs.values():
+            asyncio.run_coroutine_threadsafe(self._start(running), self.loop).result(5)
+        return self
+
+    async def _start(self, running):
+        running.task = asyncio.ensure_future(running.feed.stream(running.ref, running.buffer.sink, running.on_status))
+        running.task.add_done_callback(lambda task: setattr(
+            running, "error", None if task.cancelled() else task.exception()))
+
+    def stop(self, ref):
+        self.loop.call_soon_threadsafe(self.pairs[ref].task.cancel)
+
+    def __exit__(self, *exc):
+        for ref in self.pairs:
+            self.stop(ref)
+        time.sleep(0.5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+ETH = PairRef("binance", "ETH", "USDT")
+
+
+def test_pairs_share_one_connection_each_exact_through_a_drop_and_one_pair_leaving():
+    with ReplayingExchange.binance({"BTCUSDT": BINANCE_BTC, "ETHUSDT": BINANCE_ETH}, limit_s=30) as venue:
+        feeds = {ref: feed_for("binance", ws_url=venue.ws_url, rest_url=venue.rest_url, stale_after_s=5.0,
+                               backoff_base=0.2, backoff_max=1.0) for ref in (BTC, ETH)}
+        with RunningTogether(feeds) as running:
+            time.sleep(6)
+            assert venue.clients == 1  # both pairs on one socket
+            venue.drop_connections()
+            time.sleep(6)
+            assert venue.clients == 1  # rejoined together
+            running.stop(ETH)
+            time.sleep(2)
+            assert venue.clients == 1  # the other pair still on it
+            assert venue.finished.wait(30)
+            time.sleep(0.5)
+        for pair in running.pairs.values():
+            assert pair.error is None, pair.error
+
+    eth_streams = {"ethusdt@depth@100ms", "ethusdt@trade", "ethusdt@bookTicker"}
+    assert any(method == "SUBSCRIBE" for method, _ in venue.requests)  # a pair joined an open connection
+    assert ("UNSUBSCRIBE", eth_streams) in venue.requests  # the pair that left, and only it
+    eth_frames = [frame for frame in venue.log if frame.key == "ETHUSDT" and frame.kind != "disconnect"]
+    assert eth_frames[-1].delivered is False  # nobody reads it once it left
+    for ref, symbol, least in ((BTC, "BTCUSDT", 18), (ETH, "ETHUSDT", 6)):
+        pair = running.pairs[ref]
+        states = [state for state, _ in pair.states]
+        assert states[:3] == ["connecting", "syncing", "live"], (ref, pair.states)
+        assert "connection closed by the exchange" in " | ".join(reason for _, reason in pair.states)
+        events = pair.buffer.events(0, 2**62)
+        assert type(events[-1]) is BookLost
+        compared, unsampled = compare_with_reference(seconds_of(events[:-1], ref), binance_reference(venue, symbol))
+        assert compared >= least, (ref, compared)
+        assert len(unsampled) <= 3, (ref, unsampled)  # only around the drop
 
 
 def test_an_unknown_symbol_fails_at_once_with_the_exchange_s_reason():

@@ -13,6 +13,10 @@ Rules:
   the attempt count resets once the book is live again.
 * A stream with no data message for `stale_after_s` is treated as dead: closed,
   reconnected, resynced (the status says so). Pings and acknowledgements are not data.
+* Binance pairs of one event loop share their connections (up to PAIRS_PER_CONNECTION
+  each, joining and leaving by SUBSCRIBE / UNSUBSCRIBE; `_BinanceConnection` has the
+  rules): for a pair, "reconnect" is leaving its connection and joining one again, and
+  "stale" is its own silence; a dropped connection drops each of its pairs with the reason.
 * A sequence gap resyncs from a new REST snapshot on the open socket (Binance); Coinbase's
   level2 has no sequence, so its only resync is a resubscription, on reconnect.
 * Fatal, raised without retrying: Binance answering 400 code -1121 (unknown symbol) or
@@ -30,6 +34,7 @@ import json
 import logging
 import random
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable
 
@@ -70,9 +75,7 @@ class FeedStatus:
     snapshot_reach_pct: float | None = None  # the last snapshot reaches this far from the mid
 
 
-NO_MESSAGE = object()  # a short wait ended with nothing received
 SNAPSHOT_TRIES = 5  # a REST snapshot answered 418/429/5xx this many times drops the connection
-SNAPSHOT_POLL_S = 0.05  # while a REST snapshot is awaited, how often the socket's wait gives way to it
 
 
 class _Retry(Exception):
@@ -177,15 +180,11 @@ class VenueFeed:
         seconds, minus up to backoff_jitter of it at random."""
         return backoff_wait(self.backoff_base, self.backoff_max, self.backoff_jitter, self._rng)
 
-    async def _receive(self, ws, timeout: float | None = None) -> Any:
-        """The next data message (None for a control frame). With `timeout`, waits at most
-        that long and returns NO_MESSAGE. Without one it waits with no timer of its own
-        (aiohttp's timeout context costs about as much as a small message): the watchdog
+    async def _receive(self, ws) -> Any:
+        """The next data message (None for a control frame), waited for with no timer of its
+        own (aiohttp's timeout context costs about as much as a small message): the watchdog
         of `_watched` ends a stream that stays silent for `stale_after_s`."""
-        try:
-            message = await (ws.receive(timeout=timeout) if timeout is not None else ws.receive())
-        except asyncio.TimeoutError:
-            return NO_MESSAGE
+        message = await ws.receive()
         self._heard = time.monotonic()
         if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
             if self._stale:
@@ -226,7 +225,8 @@ class VenueFeed:
 
 class BinanceFeed(VenueFeed):
     """wss://stream.binance.com:9443/stream?streams=<s>@depth@100ms/<s>@trade/<s>@bookTicker
-    and GET /api/v3/depth (the documented way to keep a local book)."""
+    (the combined streams of many pairs on one connection) and GET /api/v3/depth (the
+    documented way to keep a local book)."""
 
     venue = "binance"
     WS_URL = "wss://stream.binance.com:9443"
@@ -264,41 +264,285 @@ class BinanceFeed(VenueFeed):
         raise _Busy(response.status)
 
     async def _connection(self, pair: PairRef, sink) -> None:
-        codec: BinanceCodec = self.codec
-        symbol = codec.symbol
-        name = symbol.lower()
-        url = f"{self.ws_url}/stream?streams={name}@depth@100ms/{name}@trade/{name}@bookTicker"
-        async with self._session.ws_connect(url, heartbeat=None, autoping=True, max_msg_size=0) as socket, \
-                self._watched(socket) as ws:
-            self._set(SYNCING, "waiting for the depth snapshot")
-            fetch: asyncio.Task | None = asyncio.ensure_future(self._snapshot(symbol))
-            try:
-                while True:
-                    # One awaited receive per message. While the REST snapshot is awaited the
-                    # receive gives way every SNAPSHOT_POLL_S, so a quiet stream still syncs.
-                    if fetch is None:
-                        message = await self._receive(ws)
-                    else:
-                        message = await self._receive(ws, SNAPSHOT_POLL_S)
-                        if fetch.done():
-                            snapshot, fetch = fetch.result(), None  # raises what the fetch raised
-                            for event in codec.on_snapshot(snapshot):
-                                sink(event)
-                            if codec.synced:
-                                self._set(LIVE)
-                    if message is None or message is NO_MESSAGE:
-                        continue
-                    was_synced = self._deliver(message, sink)
-                    if codec.synced:
-                        continue
-                    if codec.wants_snapshot and fetch is None and (was_synced or not codec.has_snapshot):
-                        if was_synced:
-                            self._status = dataclasses.replace(self._status, resyncs=self._status.resyncs + 1)
-                        self._set(SYNCING, codec.wants_snapshot)
-                        fetch = asyncio.ensure_future(self._snapshot(symbol))
-            finally:
-                if fetch is not None:
-                    fetch.cancel()
+        """Carry the pair on a connection shared with the other pairs of this event loop
+        (`_BinanceConnections`) until the pair is dropped: raises what dropped it."""
+        await _BinanceConnections.of(self.ws_url).carry(_Route(self, sink))
+
+
+# Binance takes at most 1,024 streams on one connection and 5 messages a second from the
+# client (SUBSCRIBE, UNSUBSCRIBE, pings and pongs alike); a pair is 3 streams.
+PAIRS_PER_CONNECTION = 100
+SUBSCRIBE_EVERY_S = 0.5  # at most one SUBSCRIBE and one UNSUBSCRIBE per connection this often
+
+
+class _Route:
+    """One pair on a shared connection: its codec fed the pair's messages as the connection
+    reads them, its REST snapshots, its staleness. `done` ends with what drops the pair."""
+
+    def __init__(self, feed: BinanceFeed, sink):
+        self.feed, self.sink, self.codec = feed, sink, feed.codec
+        name = self.codec.symbol.lower()
+        self.streams = (f"{name}@depth@100ms", f"{name}@trade", f"{name}@bookTicker")
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.fetch: asyncio.Task | None = None
+        self.started = False
+        self.heard = time.monotonic()
+
+    def start(self) -> None:
+        """The exchange sends the pair's streams: sync its book."""
+        if self.started or self.done.done():
+            return
+        self.started, self.heard = True, time.monotonic()
+        self.feed._set(SYNCING, "waiting for the depth snapshot")
+        self._fetch()
+
+    def on_message(self, message: dict) -> None:
+        codec = self.codec
+        was_synced = self.feed._deliver(message, self.sink)
+        if codec.synced or not self.started:
+            return
+        if codec.wants_snapshot and self.fetch is None and (was_synced or not codec.has_snapshot):
+            feed = self.feed
+            if was_synced:
+                feed._status = dataclasses.replace(feed._status, resyncs=feed._status.resyncs + 1)
+            feed._set(SYNCING, codec.wants_snapshot)
+            self._fetch()
+
+    def _fetch(self) -> None:
+        self.fetch = asyncio.ensure_future(self.feed._snapshot(self.codec.symbol))
+        self.fetch.add_done_callback(self._fetched)
+
+    def _fetched(self, fetch: asyncio.Task) -> None:
+        if fetch is not self.fetch or fetch.cancelled() or self.done.done():
+            return
+        self.fetch = None
+        if fetch.exception() is not None:  # busy 5 times, unknown symbol, a failed request
+            self.drop(fetch.exception())
+            return
+        try:
+            for event in self.codec.on_snapshot(fetch.result()):
+                self.sink(event)
+        except Exception as exc:  # the pair fails with it, not the pairs beside it
+            self.drop(exc)
+            return
+        if self.codec.synced:
+            self.feed._set(LIVE)
+
+    def drop(self, exc: BaseException | None) -> None:
+        """End the pair's time on its connection with `exc` (None: cancelled, by its own task)."""
+        if not self.done.done():
+            if exc is None:
+                self.done.cancel()
+            else:
+                self.done.set_exception(exc)
+        if self.fetch is not None:
+            self.fetch.cancel()
+            self.fetch = None
+
+
+class _BinanceConnections:
+    """The connections of one event loop to one Binance stream endpoint. A pair joins the
+    first open one with room (PAIRS_PER_CONNECTION) that does not carry its symbol, else a
+    new one; one read then brings the messages of many pairs (the exchange writes each
+    connection's messages together), where a socket per pair woke the loop for each:
+    docs/DECISIONS.md, "Pairs share their exchange connections"."""
+
+    _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, ws_url: str):
+        self.ws_url = ws_url
+        self.connections: list[_BinanceConnection] = []
+
+    @classmethod
+    def of(cls, ws_url: str) -> _BinanceConnections:
+        by_url = cls._of.setdefault(asyncio.get_running_loop(), {})
+        if ws_url not in by_url:
+            by_url[ws_url] = cls(ws_url)
+        return by_url[ws_url]
+
+    async def carry(self, route: _Route) -> None:
+        self.connections = [c for c in self.connections if not c.ended]
+        connection = next((c for c in self.connections if c.takes(route)), None)
+        if connection is None:
+            connection = _BinanceConnection(self.ws_url)
+            self.connections.append(connection)
+        connection.join(route)
+        try:
+            await route.done
+        finally:
+            route.drop(None)
+            connection.leave(route)
+
+
+class _BinanceConnection:
+    """One websocket carrying the combined streams of its pairs.
+
+    Rules:
+    * It opens with the streams of the pairs waiting then in its URL; pairs joining later
+      are subscribed (one SUBSCRIBE for all that joined within SUBSCRIBE_EVERY_S), and a
+      pair is synced (its REST snapshot fetched) once the exchange has confirmed its streams.
+    * A pair that leaves is unsubscribed (batched likewise, UNSUBSCRIBE before SUBSCRIBE, so
+      a pair leaving and joining again starts from a fresh book); the last one to leave
+      closes the connection.
+    * A pair that heard no data message for its feed's `stale_after_s` is dropped ("no
+      message for N s") and rejoins after its backoff. A dropped, refused or failed
+      connection drops every pair it carried, each with the reason; what one pair's
+      messages raise drops that pair alone.
+    """
+
+    def __init__(self, ws_url: str):
+        self.ws_url = ws_url
+        self.routes: dict[str, _Route] = {}  # by stream name
+        self.carried: set[_Route] = set()
+        self.waiting: list[_Route] = []  # joined, not subscribed yet
+        self.subscribed: set[str] = set()  # the streams the exchange sends on this connection
+        self.leaving: list[str] = []  # of them, those to unsubscribe
+        self.asked: dict[int, list[_Route]] = {}  # SUBSCRIBE id -> its pairs
+        self.ws: Any = None
+        self.ended = False
+        self._next_id = 0
+        self._flush: asyncio.TimerHandle | None = None
+        self._last_flush = 0.0
+        self.task = asyncio.ensure_future(self._run())
+
+    def takes(self, route: _Route) -> bool:
+        return not self.ended and len(self.carried) < PAIRS_PER_CONNECTION and \
+            not any(stream in self.routes for stream in route.streams)
+
+    def join(self, route: _Route) -> None:
+        for stream in route.streams:
+            self.routes[stream] = route
+        self.carried.add(route)
+        self.waiting.append(route)
+        if self.ws is not None:
+            self._flush_soon()
+
+    def leave(self, route: _Route) -> None:
+        if route not in self.carried:
+            return
+        self.carried.discard(route)
+        for stream in route.streams:
+            del self.routes[stream]
+        if route in self.waiting:
+            self.waiting.remove(route)
+        self.leaving.extend(stream for stream in route.streams if stream in self.subscribed)
+        if not self.carried:
+            self._end()
+        elif self.leaving and self.ws is not None:
+            self._flush_soon()
+
+    def _end(self) -> None:
+        self.ended = True
+        if self._flush is not None:
+            self._flush.cancel()
+        if not self.task.done():
+            self.task.cancel()
+
+    def _drop_all(self, exc: BaseException) -> None:
+        self.ended = True
+        retry = isinstance(exc, RETRYABLE)
+        reason = str(exc) or type(exc).__name__
+        for route in list(self.carried):
+            route.drop(_Retry(reason) if retry else exc)
+
+    # -- subscriptions ----------------------------------------------------------------------
+    def _flush_soon(self) -> None:
+        if self._flush is None and not self.ended:
+            wait = max(0.0, self._last_flush + SUBSCRIBE_EVERY_S - time.monotonic())
+            self._flush = asyncio.get_running_loop().call_later(wait, self._send_subscriptions)
+
+    def _send_subscriptions(self) -> None:
+        self._flush, self._last_flush = None, time.monotonic()
+        if self.ended or self.ws is None or self.ws.closed:
+            return
+        if self.leaving:
+            leaving, self.leaving = self.leaving, []
+            self.subscribed.difference_update(leaving)
+            self._send("UNSUBSCRIBE", leaving)
+        if self.waiting:
+            waiting, self.waiting = self.waiting, []
+            streams = [stream for route in waiting for stream in route.streams]
+            self.subscribed.update(streams)
+            self.asked[self._send("SUBSCRIBE", streams)] = waiting
+
+    def _send(self, method: str, streams: list[str]) -> int:
+        self._next_id += 1
+        asyncio.ensure_future(self._say({"method": method, "params": streams, "id": self._next_id}))
+        return self._next_id
+
+    async def _say(self, request: dict) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):  # a closing socket: its reader says why
+            await self.ws.send_str(json.dumps(request))
+
+    def _answered(self, message: dict) -> None:
+        routes = self.asked.pop(message.get("id"), [])
+        error = message.get("error")
+        for route in routes:
+            if error is not None:
+                route.drop(_Retry(f"subscription refused: {error}"))
+            else:
+                route.start()
+
+    # -- the socket -------------------------------------------------------------------------
+    async def _run(self) -> None:
+        watchdog = None
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30, sock_connect=10))
+        try:
+            opening, self.waiting = self.waiting, []
+            streams = [stream for route in opening for stream in route.streams]
+            url = f"{self.ws_url}/stream?streams={'/'.join(streams)}"
+            async with session.ws_connect(url, heartbeat=None, autoping=True, max_msg_size=0) as ws:
+                self.ws = ws
+                self.subscribed.update(streams)
+                self.leaving.extend(stream for stream in streams if stream not in self.routes)  # left meanwhile
+                for route in opening:
+                    route.start()
+                if self.waiting or self.leaving:
+                    self._flush_soon()
+                watchdog = asyncio.ensure_future(self._watch())
+                await self._read(ws)
+        except asyncio.CancelledError:
+            self._drop_all(_Retry("connection closed"))
+            raise
+        except Exception as exc:  # every pair it carried is dropped with it
+            self._drop_all(exc)
+        finally:
+            self.ended = True
+            if watchdog is not None:
+                watchdog.cancel()
+            await session.close()
+
+    async def _read(self, ws) -> None:
+        routes, loads, monotonic = self.routes, orjson.loads, time.monotonic
+        text, binary = aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY
+        while True:
+            message = await ws.receive()
+            kind = message.type
+            if kind is text or kind is binary:
+                data = loads(message.data)
+                route = routes.get(data.get("stream"))
+                if route is not None:
+                    route.heard = monotonic()
+                    try:
+                        route.on_message(data)
+                    except Exception as exc:  # the pair fails with it, not the pairs beside it
+                        route.drop(exc)
+                elif "id" in data:
+                    self._answered(data)
+            elif kind in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
+                raise _Retry(f"connection closed by the exchange ({ws.close_code})")
+            elif kind == aiohttp.WSMsgType.ERROR:
+                raise _Retry(f"connection error: {ws.exception()}")
+
+    async def _watch(self) -> None:
+        """Drop the pairs that heard nothing for their feed's stale_after_s."""
+        while not self.ended:
+            every = min([1.0] + [route.feed.stale_after_s / 4 for route in self.carried])
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for route in list(self.carried):
+                if now - route.heard > route.feed.stale_after_s:
+                    route.drop(_Retry(f"no message for {route.feed.stale_after_s:g} s"))
 
 
 class CoinbaseFeed(VenueFeed):
