@@ -7,6 +7,7 @@ import logging
 import operator
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -110,11 +111,13 @@ def _children_sql(model, spans: int) -> str:
     return _CHILDREN_SQL[key]
 
 
-def _roll_up(child: str, parent: str, spans: dict[int, tuple[Pair, int, int]]) -> dict[int, tuple[Pair, int, int]]:
+def _roll_up(child: str, parent: str, spans: dict[int, tuple[Pair, int, int]]
+             ) -> tuple[dict[int, tuple[Pair, int, int]], dict[int, dict[int, list[Bar]]]]:
     """Recompute the parent bars covering each pair's [from_ms, to_ms) (spans: pair id ->
     (pair, from_ms, to_ms)) from their stored children, read in one query for all pairs.
     Recomputing (not adding) keeps roll-ups exact when a child is written twice. Returns
-    the parent spans written, for the next roll-up."""
+    the parent spans written, for the next roll-up, and the children merged (pair id ->
+    parent start -> children in time order)."""
     parent_spans = {pk: (pair, *_parent_span(parent, lo, hi)) for pk, (pair, lo, hi) in spans.items()}
     pairs_by_span: dict[tuple[int, int], list[int]] = defaultdict(list)  # a tick's pairs share their spans
     for pk, (_, start, end) in parent_spans.items():
@@ -134,7 +137,7 @@ def _roll_up(child: str, parent: str, spans: dict[int, tuple[Pair, int, int]]) -
             groups[pair_id][floor_ms(bar.ts_ms, parent)].append(bar)
     _upsert(parent, [(parent_spans[pk][0], [merge(children, ts) for ts, children in sorted(by_ts.items())])
                      for pk, by_ts in groups.items()])
-    return parent_spans
+    return parent_spans, groups
 
 
 def _second_children(rows, spans, parent_spans) -> dict[int, dict[int, list[Bar]]]:
@@ -214,22 +217,100 @@ def _packs_store(packing: list[tuple[int, int, int, bytes]]) -> None:
             cursor.executemany(delete, [(pair_id, minute, minute) for pair_id, minute, _, _ in packing])
 
 
-def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]]) -> None:
+@dataclass(frozen=True)
+class RollUpMemo:
+    """What a write of a pair's second bars left in its open minute, hour and day, for the
+    next write of the seconds that follow in the same minute: those are folded into it rather
+    than the minute's, hour's and day's children being read back. `merge` is a left fold, so
+    merge([merge(a), *b]) is merge(a + b) to the bit: the bars are the ones the read gives.
+
+    through_ms: the end of the last second written; minute: the open minute's bar (every
+    second written in it folded); hour_before / day_before: the open hour's complete minutes
+    and the open day's complete hours folded (their starts as ts_ms)."""
+
+    through_ms: int
+    minute: Bar
+    hour_before: Bar
+    day_before: Bar
+
+    def continues(self, bars: list[Bar]) -> bool:
+        """The bars start where the memo ends and stay in its minute (a tick that reaches the
+        next minute packs the one it closed: the read serves it)."""
+        return bars[0].ts_ms == self.through_ms and bars[-1].ts_ms < self.minute.ts_ms + GRANULARITY_MS["minute"]
+
+
+def bars_write_many(*, granularity: str, bars_by_pair: list[tuple[Pair, list[Bar]]],
+                    memos: dict[int, RollUpMemo | None] | None = None) -> dict[int, RollUpMemo]:
     """Upsert the bars of many pairs (one granularity, each pair's bars in time order, each
     pair once), then recompute every coarser bar they fall in: one multi-row upsert per
     table and one read per roll-up for all the pairs together. Runs inside the caller's
     transaction when there is one (ingestion), so the bars and the source cursors commit
-    together."""
+    together.
+
+    With `memos` (second bars; pair id -> the memo its last write returned, or None) a pair
+    whose memo the bars continue is rolled up from the memo, without the reads; the others
+    are read as above. Returns each pair's memo for its next write: the caller keeps one only
+    once this write commits, and only while nothing else writes the pair's seconds."""
     bars_by_pair = [(pair, bars) for pair, bars in bars_by_pair if bars]
     if not bars_by_pair:
-        return
+        return {}
     step = GRANULARITY_MS[granularity]
+    folded, read = [], bars_by_pair
+    if memos is not None and granularity == "second":
+        folded = [(pair, bars, memos[pair.pk]) for pair, bars in bars_by_pair
+                  if memos.get(pair.pk) is not None and memos[pair.pk].continues(bars)]
+        continuing = {pair.pk for pair, _, _ in folded}
+        read = [(pair, bars) for pair, bars in bars_by_pair if pair.pk not in continuing]
     with transaction.atomic():
         _upsert(granularity, bars_by_pair)
-        spans = {pair.pk: (pair, bars[0].ts_ms, bars[-1].ts_ms + step) for pair, bars in bars_by_pair}
-        for child, parent in ROLL_UPS:
-            if GRANULARITY_MS[child] >= step:
-                spans = _roll_up(child, parent, spans)
+        out = _roll_up_folded(folded)
+        if read:
+            spans = {pair.pk: (pair, bars[0].ts_ms, bars[-1].ts_ms + step) for pair, bars in read}
+            children = {}
+            for child, parent in ROLL_UPS:
+                if GRANULARITY_MS[child] >= step:
+                    spans, children[parent] = _roll_up(child, parent, spans)
+            if memos is not None and granularity == "second":
+                out.update(_memos_read(read, children))
+    return out
+
+
+def _roll_up_folded(folded: list[tuple[Pair, list[Bar], RollUpMemo]]) -> dict[int, RollUpMemo]:
+    """The open minute, hour and day of each pair from its memo and its new seconds, upserted."""
+    if not folded:
+        return {}
+    out, minutes, hours, days = {}, [], [], []
+    for pair, bars, memo in folded:
+        minute = merge([memo.minute, *bars], memo.minute.ts_ms)
+        hour = merge([memo.hour_before, minute], memo.hour_before.ts_ms)
+        day = merge([memo.day_before, hour], memo.day_before.ts_ms)
+        minutes.append((pair, [minute]))
+        hours.append((pair, [hour]))
+        days.append((pair, [day]))
+        out[pair.pk] = RollUpMemo(bars[-1].ts_ms + GRANULARITY_MS["second"], minute, memo.hour_before, memo.day_before)
+    for granularity, parents in (("minute", minutes), ("hour", hours), ("day", days)):
+        _upsert(granularity, parents)
+    return out
+
+
+def _memos_read(read: list[tuple[Pair, list[Bar]]], children: dict[str, dict[int, dict[int, list[Bar]]]]
+                ) -> dict[int, RollUpMemo]:
+    """Memos from what the roll-ups read: for each pair whose last bar is the last stored
+    second of its minute (nothing written after it), the minute's seconds, the hour's minutes
+    before it and the day's hours before that, folded."""
+    out = {}
+    for pair, bars in read:
+        last = bars[-1].ts_ms
+        minute_ts, hour_ts, day_ts = floor_ms(last, "minute"), floor_ms(last, "hour"), floor_ms(last, "day")
+        seconds = children["minute"].get(pair.pk, {}).get(minute_ts)
+        minutes = children["hour"].get(pair.pk, {}).get(hour_ts)
+        hours = children["day"].get(pair.pk, {}).get(day_ts)
+        if not seconds or seconds[-1].ts_ms != last or not minutes or minutes[-1].ts_ms != minute_ts \
+                or not hours or hours[-1].ts_ms != hour_ts:
+            continue
+        out[pair.pk] = RollUpMemo(last + GRANULARITY_MS["second"], merge(seconds, minute_ts),
+                                  merge(minutes[:-1], hour_ts), merge(hours[:-1], day_ts))
+    return out
 
 
 def bars_write(*, pair: Pair, granularity: str, bars: list[Bar]) -> None:

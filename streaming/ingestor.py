@@ -24,7 +24,7 @@ from config import clock
 from market.bars import MINUTE_MS, Bar, floor_ms
 from market.models import Pair
 from market.selectors import second_bar_last_ts
-from market.services import bars_write, bars_write_many
+from market.services import RollUpMemo, bars_write, bars_write_many
 from market.sources.bar_builder import BarBuilder
 from market.sources.events import BookDelta, BookSnapshot, Quote, Trade
 
@@ -71,6 +71,10 @@ class PairIngestor:
         self.fed_ms: int | None = None
         self._found: list[dict] = []
         self._seen: dict[type, int] = {}
+        # What the last committed write left in the pair's open minute, hour and day: the next
+        # tick's seconds are folded into it (market.services.RollUpMemo). Only this process
+        # writes the pair's seconds while it holds the lease; any rebuild forgets it.
+        self.roll_up: RollUpMemo | None = None
 
     def _warm_up_before_the_lock(self) -> list[dict] | None:
         """A warm-up replays up to half an hour of events. Inside the step's transaction it
@@ -119,6 +123,7 @@ class PairIngestor:
                 found = []
         self.builder, self.builder_cursor = self._restored_builder(cursor_ms), cursor_ms
         self.fed_ms, self._found, self._seen = cursor_ms, [], {}
+        self.roll_up = None
         return found
 
     def _restored_builder(self, cursor_ms: int) -> BarBuilder:
@@ -184,6 +189,7 @@ class PairIngestor:
         self.builder_cursor = None
         self.detection = None
         self.fed_ms, self._found, self._seen = None, [], {}
+        self.roll_up = None
 
     def read_ahead(self, now_ms: int) -> None:
         """Between ticks, feed the builder and the detectors the live events the feed already
@@ -307,6 +313,7 @@ class PairIngestor:
     def committed(self, advance: _Advance) -> None:
         """The tick that wrote `advance` committed: the builder and detectors are at its end."""
         self.builder_cursor = advance.end
+        self.roll_up = advance.roll_up
         if advance.detector_state is not None:
             self.detection.checkpoint_ms = advance.end
         if advance.book_state is not None:
@@ -335,6 +342,7 @@ class _Advance:
     book_state: bytes | None
     detector_state: bytes | None
     handed_over: bool
+    roll_up: RollUpMemo | None = None  # what the write returned, kept once it commits
 
 
 @dataclass
@@ -442,7 +450,11 @@ def _states_save(states: list[IngestionState]) -> None:
 def _write_tick(advances: list[_Advance], states: list[IngestionState]) -> None:
     from schemes.services import detector_checkpoints_save, scheme_events_store
 
-    bars_write_many(granularity="second", bars_by_pair=[(a.ingestor.pair, a.bars) for a in advances if a.bars])
+    written = [a for a in advances if a.bars]
+    memos = bars_write_many(granularity="second", bars_by_pair=[(a.ingestor.pair, a.bars) for a in written],
+                            memos={a.ingestor.pair.pk: a.ingestor.roll_up for a in written})
+    for advance in advances:
+        advance.roll_up = memos.get(advance.ingestor.pair.pk) if advance.bars else advance.ingestor.roll_up
     detector_checkpoints_save(checkpoints=[(a.ingestor.pair, a.end, a.detector_state)
                                            for a in advances if a.detector_state is not None])
     books = [BookCheckpoint(pair=a.ingestor.pair, cursor_ms=a.end, state=a.book_state)

@@ -135,10 +135,10 @@ def test_a_tick_that_fails_to_write_is_retried_pair_by_pair_so_one_bad_pair_cost
     bad = pairs[0]
     write = bars_write_many
 
-    def failing(*, granularity, bars_by_pair):
+    def failing(*, granularity, bars_by_pair, **options):
         if any(pair.pk == bad.pk for pair, _ in bars_by_pair):
             raise RuntimeError("a bar the database refuses")
-        write(granularity=granularity, bars_by_pair=bars_by_pair)
+        return write(granularity=granularity, bars_by_pair=bars_by_pair, **options)
 
     a: dict[int, PairIngestor] = {}
     with mock.patch("streaming.ingestor.bars_write_many", side_effect=failing):
