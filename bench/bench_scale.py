@@ -423,6 +423,9 @@ def measure(pairs: int, seconds: float, *, admin_url: str, redis_url: str, settl
         env = {**base_env, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
                "CACHE_KEY_PREFIX": f"bench-scale-{uuid.uuid4().hex[:8]}",
                "BINANCE_WS_URL": venue["ws_url"], "BINANCE_REST_URL": venue["rest_url"],
+               # the local exchange limits no weight: every pair syncs at once (Binance would take
+               # 100 pairs' snapshots over 10 minutes at the default budget)
+               "BINANCE_REST_WEIGHT_PER_MINUTE": "0",
                "HOST": "127.0.0.1", "PORT": str(port), "BACKLOG": "1024", "WEB_PROCESSES": web_processes}
         log(f"  N={pairs}: exchange at {venue['rest_url']} (pass {venue['period_s']:.0f} s); staff setup")
         _manage(env, "migrate", "--noinput", "-v0")

@@ -347,8 +347,9 @@ class LiveExchangeSource:
             return _CcxtFeed(ExchangeSource(self.ccxt_id))
         urls = {"binance": (settings.BINANCE_WS_URL, settings.BINANCE_REST_URL),
                 "coinbase": (settings.COINBASE_WS_URL, settings.COINBASE_REST_URL)}.get(venue, ("", ""))
+        options = {"rest_weight_per_minute": settings.BINANCE_REST_WEIGHT_PER_MINUTE} if venue == "binance" else {}
         return venues.feed_for(venue, ws_url=urls[0] or None, rest_url=urls[1] or None,
-                               stale_after_s=settings.FEED_STALE_SECONDS)
+                               stale_after_s=settings.FEED_STALE_SECONDS, **options)
 
     def feed(self, ref: PairRef) -> PairFeed:
         return FeedRunner.get().pair_feed(ref, self.make_feed)

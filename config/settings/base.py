@@ -315,6 +315,10 @@ INGESTION_BOOK_CHECKPOINT_SECONDS = env.int("INGESTION_BOOK_CHECKPOINT_SECONDS",
 # Live exchange feeds (streaming/feeds.py, market/sources/venues/). Empty URL: the exchange's own.
 BINANCE_WS_URL = env("BINANCE_WS_URL", default="")
 BINANCE_REST_URL = env("BINANCE_REST_URL", default="")
+# The request weight a process's depth snapshots spend a minute (Binance allows 6,000 per IP;
+# two processes on one host at 2,400 each leave room for the rest). 0: no budget (a local
+# exchange, as the benchmarks and tests run).
+BINANCE_REST_WEIGHT_PER_MINUTE = env.float("BINANCE_REST_WEIGHT_PER_MINUTE", default=2400.0)
 COINBASE_WS_URL = env("COINBASE_WS_URL", default="")
 COINBASE_REST_URL = env("COINBASE_REST_URL", default="")
 FEED_STALE_SECONDS = env.float("FEED_STALE_SECONDS", default=60.0)

@@ -102,3 +102,31 @@ def test_a_busy_depth_snapshot_is_asked_five_times_then_drops_the_connection():
         asyncio.run(feed._snapshot("BTCUSDT"))
 
     assert feed._session.gets == 5 and delays == [0.5, 1.0, 2.0, 4.0]
+
+
+def test_depth_snapshots_spend_a_budget_of_request_weight_a_minute_and_wait_their_turn():
+    now = [0.0]
+    waits = []
+
+    async def sleep(delay):
+        waits.append(delay)
+        now[0] += delay
+
+    async def spend_all():
+        budget = feed_module._RestBudget(3000, clock=lambda: now[0])
+        for _ in range(14):
+            await budget.spend(BinanceFeed.DEPTH_WEIGHT, sleep)
+
+    asyncio.run(spend_all())
+
+    # a minute's weight at once (12 snapshots of 250), then one every 5 s as the budget refills
+    assert waits == [pytest.approx(5.0), pytest.approx(5.0)] and now[0] == pytest.approx(10.0)
+
+
+def test_the_service_s_binance_feeds_carry_the_configured_budget(settings):
+    from streaming.feeds import LiveExchangeSource
+
+    settings.BINANCE_REST_WEIGHT_PER_MINUTE = 1200.0
+    feed = LiveExchangeSource("binance").make_feed()
+    assert isinstance(feed, BinanceFeed) and feed.rest_weight_per_minute == 1200.0
+    assert not hasattr(LiveExchangeSource("coinbase").make_feed(), "rest_weight_per_minute")

@@ -232,6 +232,13 @@ class BinanceFeed(VenueFeed):
     WS_URL = "wss://stream.binance.com:9443"
     REST_URL = "https://api.binance.com"
     DEPTH_LIMIT = 5000
+    DEPTH_WEIGHT = 250  # Binance's request weight of a depth snapshot of 1,001-5,000 levels
+
+    def __init__(self, *, rest_weight_per_minute: float = 0.0, **options):
+        """rest_weight_per_minute: the request weight this event loop's snapshots may spend a
+        minute (`_RestBudget`; 0: no budget)."""
+        super().__init__(**options)
+        self.rest_weight_per_minute = rest_weight_per_minute
 
     def make_codec(self, pair: PairRef) -> BinanceCodec:
         return BinanceCodec(pair.base + pair.quote)
@@ -248,6 +255,8 @@ class BinanceFeed(VenueFeed):
             raise _Retry(f"depth snapshot: HTTP {exc.status} {SNAPSHOT_TRIES} times") from None
 
     async def _snapshot_once(self, symbol: str) -> dict:
+        if self.rest_weight_per_minute:
+            await _RestBudget.of(self.rest_url, self.rest_weight_per_minute).spend(self.DEPTH_WEIGHT, self._sleep)
         async with self._session.get(f"{self.rest_url}/api/v3/depth",
                                      params={"symbol": symbol, "limit": str(self.DEPTH_LIMIT)}) as response:
             body = await response.read()
@@ -267,6 +276,37 @@ class BinanceFeed(VenueFeed):
         """Carry the pair on a connection shared with the other pairs of this event loop
         (`_BinanceConnections`) until the pair is dropped: raises what dropped it."""
         await _BinanceConnections.of(self.ws_url).carry(_Route(self, sink))
+
+
+class _RestBudget:
+    """The request weight the depth snapshots of one event loop spend on one REST endpoint, as
+    a bucket of `per_minute` that refills evenly. Binance allows 6,000 a minute per IP and bans
+    an IP that goes on past its 429s: a connection of 100 pairs that drops (Binance ends every
+    connection after 24 hours) would ask 100 snapshots of 250 at once. Each waits its turn."""
+
+    _of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def __init__(self, per_minute: float, clock: Callable[[], float] = time.monotonic):
+        self.per_minute, self._clock = per_minute, clock
+        self.tokens, self._at = per_minute, clock()
+
+    @classmethod
+    def of(cls, rest_url: str, per_minute: float) -> _RestBudget:
+        by_url = cls._of.setdefault(asyncio.get_running_loop(), {})
+        budget = by_url.get(rest_url)
+        if budget is None or budget.per_minute != per_minute:
+            budget = by_url[rest_url] = cls(per_minute)
+        return budget
+
+    async def spend(self, weight: float, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+        while True:
+            now = self._clock()
+            self.tokens = min(self.per_minute, self.tokens + (now - self._at) * self.per_minute / 60)
+            self._at = now
+            if self.tokens >= weight:
+                self.tokens -= weight
+                return
+            await sleep((weight - self.tokens) * 60 / self.per_minute)
 
 
 # Binance takes at most 1,024 streams on one connection and 5 messages a second from the
