@@ -69,7 +69,29 @@ fill) are pulled at once, a flipping order that gets more than 5 % filled is pul
 early, and vacuuming depth the price carried out of the top 10 is re-pegged into it; what
 still rested at the pull is `resting_at_pull`. Labels are built from what the
 scripts did: `parameters["orders"]` lists every child order with price, quantity, times,
-filled and cancelled quantity, distance in ticks and in visible levels.
+filled and cancelled quantity (and what was filled by the last pull action), distance in
+ticks and in visible levels, and the large-add bound it was sized against;
+`parameters["pulls"]` every pull action (ms, quantity cancelled, quantity of the episode's
+orders executed by then); each scheme adds what it measured as it acted (layering:
+`pull_after_last_add_ms`; flipping: `large_qty`, `flip_trades` or `mirror_ms`; vacuuming:
+`ratio_at_pull`, `stood_ms_at_pull`, the other side's top-10 depth at the pull's start and
+last action, `mid_move_ticks` against `move_bound_ticks` at `move_ms`). Recording takes no
+draw and sends no event: a seed's feed is what it was before any of it.
+
+So the reactive spoofer and the background flow can make an episode drawn clear not happen
+as one. `disrupted(pair, episode)` judges it (judge.py): None when the episode, as it
+happened, is inside every threshold of DETECTION.md's table; otherwise the thresholds it
+broke, each "<threshold> (<as happened>)", e.g. "executed > 10 % (25 %)" for layers that
+takers filled. It reads only the record, never the draw, with one rule for every episode
+(layering: <= 10 % executed by the pull's end, >= 3 large levels within 3 s with >= 2 of them
+1-25 ticks behind the touch when placed, >= 70 % removed within 60 s of the last layer, the
+pull mostly in one 1 s cluster; flipping: every child 0-2 ticks from the touch when placed,
+at least the large bound, life <= 10 s, >= 80 % cancelled, the aggressive trades or the mirror
+of DETECTION.md's size within 1 s of the first cancel; vacuuming: top-10 depth >= 1.5 x
+baseline at the pull, standing there >= 2 s unbroken, >= 50 % of the added depth removed
+within 1 s, <= 20 % executed, the other side's top-10 down < 20 % during the pull, the mid
+moved >= max(1 tick, 0.5 sigma) into the gap within 5 s). Near misses and hard negatives are
+not judged (None). schemes/evaluation.py keeps disrupted episodes out of recall.
 
 Hard negatives (scheme None): following_ladder, iceberg, quote_refresh, filled_wall,
 far_patient (cancelled after minutes), two_sided_pull (side "both"), sweep, scroll_out

@@ -17,12 +17,14 @@ INF = float("inf")
 class Order:
     """A child order of an episode."""
 
-    __slots__ = ("side", "tick", "lots", "ahead", "placed", "placed_ms", "pulled_ms", "filled", "cancelled", "tag")
+    __slots__ = ("side", "tick", "lots", "ahead", "placed", "placed_ms", "pulled_ms", "filled", "cancelled", "tag",
+                 "filled_by_pull_end")
 
     def __init__(self, side, tick, lots, ahead, placed_ms, tag=""):
         self.side, self.tick, self.lots, self.ahead = side, tick, lots, ahead
         self.placed, self.placed_ms, self.pulled_ms = lots, placed_ms, None
         self.filled = self.cancelled = 0
+        self.filled_by_pull_end = None  # what takers had executed when the episode's last pull action ran
         self.tag = tag
 
 
@@ -150,6 +152,9 @@ class Book:
         self.trade_prefix = ""
         self.out: list | None = None  # where events go; None while warming up
         self.taker_lots = 0  # running taker volume, for episode baselines
+        # called with the instant after each instant's changes are flushed (the book as the feed
+        # shows it): episodes record what the book did without scheduling anything
+        self.watchers: list = []
 
     def side(self, name: str) -> Side:
         return self.bid if name == "bid" else self.ask
@@ -259,6 +264,9 @@ class Book:
                 ts,
                 tuple((self.price(t), self.qty(q)) for t, q in sorted(b.items(), reverse=True)),
                 tuple((self.price(t), self.qty(q)) for t, q in sorted(a.items()))))
+        if self.watchers:
+            for fn in list(self.watchers):
+                fn(ts)
 
     def snapshot(self, ts: int) -> BookSnapshot:
         return BookSnapshot(

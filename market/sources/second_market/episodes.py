@@ -49,6 +49,10 @@ class Record:
     def __init__(self, scheme, kind, side, params, pair):
         self.scheme, self.kind, self.side, self.params, self.pair = scheme, kind, side, params, pair
         self.orders: list = []  # (Order, distance ticks, distance levels)
+        self.large: dict = {}  # Order -> DETECTION.md's large-add bound (lots) it was sized against
+        # each pull action as it ran: (ms, lots it cancelled, lots takers had executed of the
+        # episode's orders by then)
+        self.pulls: list = []
         self.first = self.collapse = self.last = None
         self.done = False
 
@@ -74,8 +78,11 @@ class Record:
         params["orders"] = tuple(
             {"side": o.side, "price": book.price(o.tick), "qty": book.qty(o.placed), "placed_ms": o.placed_ms,
              "pulled_ms": o.pulled_ms, "filled": book.qty(o.filled), "cancelled": book.qty(o.cancelled),
-             "distance_ticks": ticks, "distance_levels": levels, "tag": o.tag}
+             "distance_ticks": ticks, "distance_levels": levels, "tag": o.tag,
+             "filled_by_pull_end": None if o.filled_by_pull_end is None else book.qty(o.filled_by_pull_end),
+             "large_qty": None if o not in self.large else book.qty(self.large[o])}
             for o, ticks, levels in self.orders)
+        params["pulls"] = tuple((ms, book.qty(lots), book.qty(filled)) for ms, lots, filled in self.pulls)
         direction = direction_of(self.scheme, self.side) if self.scheme else None
         return Episode(self.scheme, self.kind, self.side, direction, self.first, self.collapse, self.last,
                        params, self.pair)

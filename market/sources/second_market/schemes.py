@@ -35,19 +35,26 @@ def _distinct(side, tick: int, used: set, step: int) -> int:
     return tick
 
 
-def _pull_plan(sim, rec, at: int, amounts: dict, spread_ms: int, groups: int) -> int:
+def _pull_plan(sim, rec, at: int, amounts: dict, spread_ms: int, groups: int, after=None) -> int:
     """Pull amounts[order] lots from each order in `groups` actions over spread_ms; the
-    instant of the last action."""
+    instant of the last action. Each action is recorded as it ran (rec.pulls, and what takers
+    had executed of every order by then); after(ms), if given, runs at the end of the last."""
     orders = [o for o in amounts if amounts[o] > 0] or list(amounts)
     groups = max(1, min(groups, len(orders)))
     times = _spread_times(sim.rng, at, spread_ms, groups)
     for g, ts in enumerate(times):
         chunk = orders[g::groups]
 
-        def act(ms, chunk=chunk):
+        def act(ms, chunk=chunk, last=(g == len(times) - 1)):
+            lots = 0
             for o in chunk:
-                sim.book.pull_own(o, amounts[o], ms)
+                lots += sim.book.pull_own(o, amounts[o], ms)
             rec.act(ms, collapse=True)
+            for o, _, _ in rec.orders:
+                o.filled_by_pull_end = o.filled
+            rec.pulls.append((ms, lots, sum(o.filled for o, _, _ in rec.orders)))
+            if last and after is not None:
+                after(ms)
         sim.schedule(ts, act)
     return times[-1]
 
@@ -110,8 +117,11 @@ def layering(sim, rec, t0: int) -> None:
             tick = _distinct(side, tick, used, 1)
             d = abs(best - tick)
             med = base["med"][1 if d <= 2 else 5 if d <= 10 else 15 if d <= 25 else 30]
-            lots = max(1, int(P["size_factor"] * max(5 * med, 0.15 * base["top20"])))
-            rec.add(bk.place_own(rec.side, tick, lots, ms, mode), d, side.rank_of(tick) - 1)
+            large = max(5 * med, 0.15 * base["top20"])
+            lots = max(1, int(P["size_factor"] * large))
+            o = bk.place_own(rec.side, tick, lots, ms, mode)
+            rec.large[o] = large
+            rec.add(o, d, side.rank_of(tick) - 1)
         return act
 
     for i, ts in enumerate(times):
@@ -130,6 +140,8 @@ def layering(sim, rec, t0: int) -> None:
         if "resting_at_pull" in P:
             return
         P["resting_at_pull"] = rec.resting_share()
+        P["last_add_ms"] = max(o.placed_ms for o, _, _ in rec.orders)
+        P["pull_after_last_add_ms"] = ms - P["last_add_ms"]
         frac, share = P["removed_fraction"], P["cluster_share"]
         cluster, tail = {}, {}
         for o, _, _ in rec.orders:
@@ -161,7 +173,9 @@ def flipping(sim, rec, t0: int) -> None:
             if not state:
                 best = side.best()
                 state["tick"] = _tick_behind(side, best, P["touch_distance"])
-                state["lots"] = P["size_factor"] * sim.large_lots(rec.side, P["touch_distance"])
+                state["large"] = sim.large_lots(rec.side, P["touch_distance"])
+                state["lots"] = P["size_factor"] * state["large"]
+                P["large_qty"] = bk.qty(state["large"])
             tick = state["tick"]
             lots = max(1, int(state["lots"] / n))
             rec.add(bk.place_own(rec.side, tick, lots, ms, "child"), abs(side.best() - tick), side.rank_of(tick) - 1)
@@ -184,9 +198,12 @@ def flipping(sim, rec, t0: int) -> None:
             parts = r.randint(1, 3)
             P["flip_required_lots"] = int(need)
             P["flip_lots"] = 0
+            P["flip_trades"] = []  # (ms, lots executed)
             for ts in _spread_times(r, flip_at, P["flip_spread_ms"], parts):
                 def hit(ms2):
-                    P["flip_lots"] += bk.market(_taker_against(rec.side), total // parts, ms2)
+                    done = bk.market(_taker_against(rec.side), total // parts, ms2)
+                    P["flip_lots"] += done
+                    P["flip_trades"].append((ms2, done))
                     rec.act(ms2)
                 sim.schedule(ts, hit)
             _finish(sim, rec, flip_at + P["flip_spread_ms"] + 1)
@@ -197,6 +214,7 @@ def flipping(sim, rec, t0: int) -> None:
                 tick = other.best() - other.sign * r.randint(0, 1)
                 o = bk.place_own(other_name, tick, max(1, int(P["mirror_ratio"] * placed)), ms2, "mirror")
                 P["mirror_price"], P["mirror_qty"] = bk.price(o.tick), bk.qty(o.placed)
+                P["mirror_ms"] = ms2
                 bk.release_own(o)  # the mirror is the trader's real interest: it simply rests
                 rec.act(ms2)
             sim.schedule(flip_at, mirror)
@@ -226,11 +244,21 @@ def vacuuming(sim, rec, t0: int) -> None:
     ranks = sorted(r.sample(range(3, 11), n))  # behind the touch, inside the top 10
     state: dict = {}
 
+    def stood(ms):
+        # how long the side's top-10 depth has stood at >= 1.5 x its baseline, as the feed
+        # shows the book at the end of each instant (DETECTION.md's "resting >= 2 s")
+        if bk.depth(side, 10) >= 1.5 * state["base"]:
+            if state.get("high_since") is None:
+                state["high_since"] = ms
+        else:
+            state["high_since"] = None
+
     def place(i):
         def act(ms):
             if not state:
                 state["base"] = sim.baseline_depth10(rec.side)
                 P["baseline_top10"] = bk.qty(int(state["base"]))
+                bk.watchers.append(stood)
             best = side.best()
             tick = side.tick_at_rank(ranks[i]) if sim.p.cls == "sparse" else _tick_behind(side, best, ranks[i] - 1)
             if tick is None:
@@ -265,6 +293,12 @@ def vacuuming(sim, rec, t0: int) -> None:
             return
         P["resting_at_pull"] = rec.resting_share()
         P["ratio_at_pull"] = round(bk.depth(side, 10) / max(1, state.get("base", 1)), 3)
+        if stood in bk.watchers:
+            bk.watchers.remove(stood)
+        since = state.get("high_since")
+        high_now = "base" in state and bk.depth(side, 10) >= 1.5 * state["base"]
+        P["stood_ms_at_pull"] = ms - since if high_now and since is not None else 0
+        P["other_top10_at_pull"] = bk.qty(bk.depth(other, 10))
         state["mid2"] = bk.mid2()
         target = P["removed_fraction"] * sum(o.placed for o, _, _ in rec.orders)
         amounts = {}
@@ -280,7 +314,9 @@ def vacuuming(sim, rec, t0: int) -> None:
                 if goal <= 0:
                     break
                 goal -= other.cancel_background(-other.sign * k, int(goal))
-        last = _pull_plan(sim, rec, ms, amounts, P["pull_ms"], r.randint(2, 4))
+        def pulled(ms2):
+            P["other_top10_after_pull"] = bk.qty(bk.depth(other, 10))
+        last = _pull_plan(sim, rec, ms, amounts, P["pull_ms"], r.randint(2, 4), pulled)
         move_at = last + P["move_delay_ms"]
 
         def move(ms2):
@@ -307,6 +343,8 @@ def vacuuming(sim, rec, t0: int) -> None:
             sim.fair = m2 / 2  # the traders take the new price: it stays moved
             P["mid_move_ticks"] = (m2 - state["mid2"]) / 2
             P["required_move_ticks"] = round(needed, 3)
+            P["move_bound_ticks"] = round(max(1.0, 0.5 * sim.sigma), 3)  # DETECTION.md's max(1 tick, 0.5 sigma)
+            P["move_ms"] = ms2
             rec.act(ms2)
             _finish(sim, rec, ms2 + 1)
         sim.schedule(move_at, move)

@@ -17,6 +17,7 @@ from typing import Iterator
 from ..events import BookDelta, BookSnapshot, Event, PairRef
 from .episodes import Episode, Record, plan_hour
 from .flow import HOUR_MS, Sim
+from .judge import broken_thresholds
 from .negatives import SCRIPTS as NEGATIVE_SCRIPTS, draw_negative
 from .profiles import anchor_price, pair_class, profile_for, stream_seed
 from .schemes import SCRIPTS as SCHEME_SCRIPTS
@@ -141,3 +142,10 @@ class SecondMarketSource:
             return None
         share = ep.parameters.get("resting_at_pull")
         return None if share is None else round(share, 6)
+
+    def disrupted(self, pair: PairRef, ep: Episode) -> str | None:
+        """None when a clear episode happened as a clear case; otherwise the DETECTION.md
+        thresholds it broke as it happened, "; "-joined, each "<threshold> (<as happened>)"
+        (judge.py). Near misses and hard negatives are not judged: None."""
+        reasons = broken_thresholds(ep)
+        return "; ".join(reasons) if reasons else None
