@@ -9,10 +9,17 @@ direction accuracy is then measured, not implied) when its time is within
 [start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
 misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
 episodes; a detection of a near miss is reported on its own and is neither a true nor a
-false positive. An episode drawn clear whose orders takers filled before its pull (less than
-DISRUPTED_BELOW of what it placed still rested when the pull began) did not happen as
-drawn: it is counted as disrupted, outside recall, and a detection of it is neither a true
-nor a false positive (`recall_with_disrupted` counts them back in: missed unless flagged). Later detections of the same episode are duplicates (false positives).
+false positive. An episode drawn clear that did not happen as drawn is counted as disrupted,
+outside recall, and a detection of it is neither a true nor a false positive
+(`recall_with_disrupted` counts them back in: missed unless flagged). The source judges it:
+`src.disrupted(pair, episode)` gives the reason (truthy) or None; the second market applies
+DETECTION.md's thresholds to what its scripts recorded (market/sources/second_market/judge.py).
+A source without `disrupted` (the simulator) keeps the first rule: less than DISRUPTED_BELOW of
+what the episode placed still rested when its pull began (`resting_at_pull`), so takers
+filled it first. Each scheme's summary counts the reasons ("disrupted_reasons", a reason's
+text before " (", an episode counted under each threshold it broke); with details, "DS"
+rows (disrupted, flagged) and "DN" rows (disrupted, not flagged) end with the reason. Later
+detections of the same episode are duplicates (false positives).
 Every other detection is a false positive; those that match no spoofing episode are false
 alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
 """
@@ -20,6 +27,7 @@ alarms (on background flow or a hard negative). Latency: detection time - episod
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from market.sources.events import BookDelta, BookSnapshot, PairRef
@@ -59,16 +67,18 @@ class SchemeStats:
     misclassified: int = 0  # FP that matched an episode of another scheme
     near_misses: int = 0  # near-miss episodes (not in recall)
     near_miss_flagged: int = 0  # detections of them (neither TP nor FP)
-    disrupted: int = 0  # episodes drawn clear whose orders takers filled before the pull (not in recall)
+    disrupted: int = 0  # episodes drawn clear that did not happen as drawn (disrupted_reason; not in recall)
     disrupted_flagged: int = 0  # detections of them (neither TP nor FP)
     direction_ok: int = 0
     latencies: list = field(default_factory=list)
+    disrupted_reasons: Counter = field(default_factory=Counter)  # threshold -> disrupted episodes that broke it
 
     def merge(self, other: "SchemeStats") -> None:
         for name in ("tp", "fp", "fn", "dup", "false_alarms", "misclassified", "near_misses", "near_miss_flagged",
                      "disrupted", "disrupted_flagged", "direction_ok"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.latencies.extend(other.latencies)
+        self.disrupted_reasons.update(other.disrupted_reasons)
 
     def summary(self, pair_hours: float) -> dict:
         p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
@@ -86,6 +96,7 @@ class SchemeStats:
             "misclassified": self.misclassified, "duplicates": self.dup,
             "near_misses": self.near_misses, "near_misses_flagged": self.near_miss_flagged,
             "disrupted": self.disrupted, "disrupted_flagged": self.disrupted_flagged,
+            "disrupted_reasons": dict(sorted(self.disrupted_reasons.items())),
             "latency_p50_ms": _pct(lat, 0.5), "latency_p95_ms": _pct(lat, 0.95),
         }
 
@@ -95,6 +106,24 @@ def _pct(sorted_vals, q):
         return None
     i = min(len(sorted_vals) - 1, max(0, int(round(q * (len(sorted_vals) - 1)))))
     return sorted_vals[i]
+
+
+def disrupted_reason(src, pair: PairRef, episode) -> str | None:
+    """Why a clear episode did not happen as drawn (None: it did). The source says so when it
+    can (`disrupted`); otherwise the first rule: less than DISRUPTED_BELOW of what the episode
+    placed still rested when its pull began."""
+    judge = getattr(src, "disrupted", None)
+    if judge is not None:
+        return judge(pair, episode) or None
+    share = src.resting_at_pull(pair, episode)
+    if share is not None and share < DISRUPTED_BELOW:
+        return f"resting at the pull < {100 * DISRUPTED_BELOW:.0f} % ({100 * share:.0f} %)"
+    return None
+
+
+def reason_thresholds(reason: str) -> list[str]:
+    """The thresholds a reason names: each "; "-separated part up to its " (" (the value)."""
+    return [part.split(" (")[0] for part in reason.split("; ")]
 
 
 def _parse_pair(p) -> PairRef:
@@ -166,8 +195,8 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
     dets = [d for d in dets if a <= d.ts_ms < b]
     eps = [e for e in src.episodes_between(pair, a, b) if a <= e.start_ms < b]
     spoofs = [e for e in eps if e.scheme]
-    resting = [None if e.parameters.get("near_miss") else src.resting_at_pull(pair, e) for e in spoofs]
-    disrupted = {i for i, r in enumerate(resting) if r is not None and r < DISRUPTED_BELOW}
+    reasons = [None if e.parameters.get("near_miss") else disrupted_reason(src, pair, e) for e in spoofs]
+    disrupted = {i for i, r in enumerate(reasons) if r}
     matched: set = set()
     for d in dets:
         st = stats[d.scheme]
@@ -190,7 +219,8 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
             if hit in disrupted:
                 st.disrupted_flagged += 1
                 if details:
-                    rows.append(("DS", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms))
+                    rows.append(("DS", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms,
+                                 reasons[hit]))
                 continue
             st.tp += 1
             st.direction_ok += d.direction == e.direction
@@ -216,6 +246,10 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
             continue
         if i in disrupted:
             stats[e.scheme].disrupted += 1
+            stats[e.scheme].disrupted_reasons.update(reason_thresholds(reasons[i]))
+            if details and i not in matched:
+                rows.append(("DN", seed, pair.base, e.scheme, e.side, None, e.kind, e.start_ms, e.end_ms,
+                             reasons[i]))
             continue
         if i not in matched:
             stats[e.scheme].fn += 1
