@@ -3,6 +3,7 @@ part of `make bench`).
 
     python bench/trace_vacuuming.py --seeds 1 2 3 4 5 6 --batch-ms 100
     python bench/trace_vacuuming.py --seeds 1 2 --source /tmp/vacuuming_variant.py   # a variant
+    python bench/trace_vacuuming.py --seeds 1 2 --hours 1 --market second_market --pairs binance/BTC/USDT
 
 Runs `schemes.evaluation.evaluate` with details on a copy of schemes/detectors/vacuuming.py
 (or of --source) in which every `continue` of the pull's tests records its line. For each
@@ -101,6 +102,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", default="binance/BTC/USDT,binance/ETH/USDT,binance/XRP/USDT,binance/SOL/USDT")
     ap.add_argument("--batch-ms", type=int, default=100, help="0: depth per event")
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--market", default="simulator", help="the labelled market (schemes.evaluation.MARKETS)")
     ap.add_argument("--source", default=str(DETECTOR), help="a variant of vacuuming.py to trace instead")
     args = ap.parse_args(argv)
     os.environ[SOURCE_ENV] = str(Path(args.source).resolve())
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
     from schemes.evaluation import evaluate
 
     result = evaluate(args.seeds, args.pairs.split(","), args.hours, details=True, processes=args.processes,
-                      batch_ms=args.batch_ms)
+                      batch_ms=args.batch_ms, market=args.market)
     for scheme, m in result["schemes"].items():
         print(scheme, {k: round(m[k], 3) if isinstance(m[k], float) else m[k]
                        for k in ("episodes", "detected", "false_positives", "misclassified", "precision", "recall",

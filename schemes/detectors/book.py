@@ -367,7 +367,7 @@ class LargeAdd:
 
     __slots__ = ("side", "price", "t_add", "qty", "ahead", "executed", "cancelled", "dist_ticks", "dist_scaled",
                  "size_ratio", "depth_share", "depth_share_now", "t_first_cancel", "t_pulled", "pull_dist_ticks",
-                 "pull_emptied_touch", "closed", "used", "largest_cancel")
+                 "pull_emptied_touch", "closed", "used", "largest_cancel", "moved_in")
 
     def __init__(self, side, price, t_add, qty, ahead, dist_ticks, dist_scaled, size_ratio, depth_share,
                  depth_share_now):
@@ -384,6 +384,7 @@ class LargeAdd:
         self.pull_emptied_touch = False  # the pull took the whole best level away
         self.closed = False
         self.used = False  # already part of an emitted event
+        self.moved_in = False  # a quote re-priced along its side in the update that added it (moved_along_side)
 
     def withdrawn_at_once(self, share: float) -> bool:
         """At least `share` of the order went in one cancel: pulled, not worn down by the

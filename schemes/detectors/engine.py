@@ -185,7 +185,7 @@ class DetectorEngine:
     # Raised whenever the engine's or a detector's fields change: a checkpoint written by
     # another version is refused (the caller warms up instead) rather than restored into
     # objects missing a field.
-    STATE_VERSION = 9
+    STATE_VERSION = 10
 
     def state(self) -> bytes:
         """Opaque snapshot of the whole engine (pickle); see `restore`."""
@@ -354,6 +354,8 @@ class DetectorEngine:
                     now20 = tr.top_depth(ch.side, 20) - ch.added
                     rec = LargeAdd(ch.side, ch.price, ts, ch.added, ch.old, ch.dist_ticks, ds, ch.added / med, share,
                                    ch.added / now20 if now20 > 0 else share)
+                    # the same reading as flipping's mirror: taken off the side's other near prices
+                    rec.moved_in = FlippingDetector._moved_within_side(changes, ch, scale)
                     self.records[ch.side].append(rec)
                     key = (ch.side, ch.price)
                     same = self._all_by_price.get(key)

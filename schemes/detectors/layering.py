@@ -42,7 +42,9 @@ class LayeringDetector:
     def on_pulled(self, eng, rec, ts: int) -> list:
         """A large order was (mostly) cancelled: remember it; returns events of a collapse
         this pull closes on the same side."""
-        if rec.used or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
+        # a quote re-priced along its side is depth that rested there already (a market maker's
+        # ladder following the price), not an order placed: layers are placed
+        if rec.used or rec.moved_in or rec.dist_scaled > LAYER_MAX_DIST_SCALED or rec.dist_ticks < -0.5:
             return []
         if not rec.withdrawn_at_once(LAYER_MIN_ONE_CANCEL) or eng.ran_over(rec, ts):
             return []  # worn down, or price came to it and ran through its level

@@ -1166,3 +1166,25 @@ def test_layers_pulled_within_60_s_of_their_build_are_layering():
     assert [e for e in run(eng, layers_held(t, 70_000)) if e.scheme == "layering"] == []
     assert engine.RECORD_TTL_MS > layering.LAYER_MAX_HOLD_MS
 
+
+
+def moved_ladder_events(t, moved=True):
+    """Four large asks 6..9 ticks behind the touch stand from the start; then one by one each
+    steps 4 ticks nearer the touch (taken off its price in the update that places it: a market
+    maker's ladder following the price) or, with moved=False, the nearer asks are placed as
+    new orders beside them; after 5 s the nearer asks are pulled together."""
+    evs = [snapshot(t), BookDelta(t + 100, asks=tuple((px(10008 + i), 110.0) for i in range(4)))]
+    for i in range(4):
+        levels = ((px(10004 + i), 110.0),) + (((px(10008 + i), 10.0),) if moved else ())
+        evs.append(BookDelta(t + 1000 + 200 * i, asks=levels))
+    for i in range(4):
+        evs.append(BookDelta(t + 7000 + 100 * i, asks=((px(10004 + i), 10.0),)))
+    evs.append(Trade(t + 8500, px(10002), 1.0, "buy"))
+    return evs
+
+
+def test_a_ladder_of_quotes_moved_along_its_side_and_then_pulled_is_not_layering():
+    eng, t = warm_engine()
+    assert [e.scheme for e in run(eng, moved_ladder_events(t, moved=False))] == ["layering"]
+    eng, t = warm_engine()
+    assert [e.scheme for e in run(eng, moved_ladder_events(t, moved=True))] == []
