@@ -384,7 +384,7 @@ class LargeAdd:
         self.pull_emptied_touch = False  # the pull took the whole best level away
         self.closed = False
         self.used = False  # already part of an emitted event
-        self.moved_in = False  # a quote re-priced along its side in the update that added it (moved_along_side)
+        self.moved_in = False  # a quote re-priced along its side in the update that added it (FlippingDetector._moved_within_side)
 
     def withdrawn_at_once(self, share: float) -> bool:
         """At least `share` of the order went in one cancel: pulled, not worn down by the
