@@ -255,10 +255,17 @@ def main(argv=None) -> int:
             "DETECTION.md before any detection was looked at and is the same for every episode; it changes no "
             "detection.", "",
             "Matching: same scheme (either side, so direction accuracy is measured), detection time within "
-            "[episode start, episode end + 5 s]. FP counts every other detection; the number in brackets matched an "
-            "episode of another scheme. False alarms: detections on background flow or a hard negative, per "
-            "pair-hour. Latency: detection time minus the episode's last action (for flipping the flip itself, so 0 "
-            "is a detection on the aggressive order's first print; a mirror is judged once it rested 500 ms).", "",
+            "[the episode's collapse start, episode end + 5 s] (a detection before the first pull cannot be of it). "
+            "FP counts every other detection; the number in brackets came during a spoofing episode it is not "
+            "of (one of another scheme, or of its own before that episode's collapse began). "
+            "False alarms: detections on background flow or a hard negative, per pair-hour. Latency: detection "
+            "time minus the instant the episode became a whole case. On the simulator that is the episode's last "
+            "action (for flipping the flip itself, so 0 is a detection on the aggressive order's first print; a "
+            "mirror is judged once it rested 500 ms). On the second market it is the last of its collapse's "
+            "thresholds met as it happened (`SecondMarketSource.completed_ms`, judge.py): layering 70 % removed, "
+            "flipping 80 % cancelled and the flip's required size traded or the mirror placed, vacuuming 50 % "
+            "removed and the mid moved; a ladder's tail pulled up to a minute after its cluster does not count a "
+            "detection at the cluster as early.", "",
             "Targets: at most 1 alert per pair-hour on real recordings; on held-out seeds precision >= 0.90, recall "
             ">= 0.85, direction accuracy >= 0.95, false alarms <= 0.1 per pair-hour, latency p95 <= 2 s, throughput "
             ">= 20,000 book updates/s per core.", ""]

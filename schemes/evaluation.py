@@ -6,7 +6,8 @@ For each (seed, pair) a labelled market (`market`: the simulator, SimulatorSourc
 second market written apart from it, SecondMarketSource; MARKETS) is run for
 `hours_per_seed` hours after a warm-up (detections during the warm-up are ignored). A detection matches a labelled spoofing episode of the same scheme (either side:
 direction accuracy is then measured, not implied) when its time is within
-[start_ms, end_ms + 5 s]. Episodes are clear cases of DETECTION.md's definition or near
+[collapse_start_ms, end_ms + 5 s] (a detection before the episode's first pull cannot be of
+it). Episodes are clear cases of DETECTION.md's definition or near
 misses that break one threshold on purpose (parameters["near_miss"]): recall counts clear
 episodes; a detection of a near miss is reported on its own and is neither a true nor a
 false positive. An episode drawn clear that did not happen as drawn is counted as disrupted,
@@ -21,7 +22,10 @@ text before " (", an episode counted under each threshold it broke); with detail
 rows (disrupted, flagged) and "DN" rows (disrupted, not flagged) end with the reason. Later
 detections of the same episode are duplicates (false positives).
 Every other detection is a false positive; those that match no spoofing episode are false
-alarms (on background flow or a hard negative). Latency: detection time - episode end_ms.
+alarms (on background flow or a hard negative). Latency: detection time minus the instant
+the episode became a whole case, `src.completed_ms(pair, episode)` where the source says
+(the second market: the last of its collapse's thresholds met, judge.py), else its end_ms
+(the simulator's episodes end with their collapse or flip).
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class SchemeStats:
     fn: int = 0
     dup: int = 0
     false_alarms: int = 0  # FP on hard negatives or on nothing
-    misclassified: int = 0  # FP that matched an episode of another scheme
+    misclassified: int = 0  # FP during a spoofing episode it is not of (another scheme, or before its collapse)
     near_misses: int = 0  # near-miss episodes (not in recall)
     near_miss_flagged: int = 0  # detections of them (neither TP nor FP)
     disrupted: int = 0  # episodes drawn clear that did not happen as drawn (disrupted_reason; not in recall)
@@ -197,12 +201,13 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
     spoofs = [e for e in eps if e.scheme]
     reasons = [None if e.parameters.get("near_miss") else disrupted_reason(src, pair, e) for e in spoofs]
     disrupted = {i for i, r in enumerate(reasons) if r}
+    completed = getattr(src, "completed_ms", None)
     matched: set = set()
     for d in dets:
         st = stats[d.scheme]
         hit = None
         for i, e in enumerate(spoofs):
-            if e.scheme == d.scheme and e.start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS:
+            if e.scheme == d.scheme and e.collapse_start_ms <= d.ts_ms <= e.end_ms + MATCH_SLACK_MS:
                 if i not in matched:
                     hit = i
                     break
@@ -224,7 +229,8 @@ def _evaluate_pair(seed, pair, hours_per_seed, hard_negatives, episodes_per_hour
                 continue
             st.tp += 1
             st.direction_ok += d.direction == e.direction
-            st.latencies.append(d.ts_ms - e.end_ms)
+            done = completed(pair, e) if completed else None
+            st.latencies.append(d.ts_ms - (e.end_ms if done is None else done))
             if details:
                 rows.append(("TP", seed, pair.base, d.scheme, d.side, d.ts_ms, e.kind, e.start_ms, e.end_ms))
             continue

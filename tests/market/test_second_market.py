@@ -336,3 +336,39 @@ def test_every_reason_names_a_threshold_and_what_happened(hour, source):
             threshold, _, happened = part.partition(" (")
             assert threshold and happened.endswith(")"), part
             assert any(c in threshold for c in "<>") or "later" in threshold, part
+
+
+def _removed_by(e: Episode, ms: int) -> float:
+    cancelled = sum(lots for at, lots, _ in e.parameters["pulls"] if at <= ms)
+    filled = max((f for at, _, f in e.parameters["pulls"] if at <= ms), default=0.0)
+    return (cancelled + filled) / sum(o["qty"] for o in e.parameters["orders"])
+
+
+def test_a_clear_episode_completes_inside_itself_when_it_met_its_last_collapse_threshold(hour, source):
+    pair, _, episodes = hour
+    for e in (e for e in episodes if e.scheme and "near_miss" not in e.parameters and not source.disrupted(pair, e)):
+        done = source.completed_ms(pair, e)
+        assert done is not None and e.collapse_start_ms <= done <= e.end_ms, (e.scheme, e.start_ms)
+        p = e.parameters
+        if e.scheme == "layering":
+            assert _removed_by(e, done) >= 0.70 - 1e-9 > _removed_by(e, done - 1), "70 % removed, not before"
+        elif e.scheme == "flipping":
+            flip = p["mirror_ms"] if p["mode"] == "mirror" else p["flip_trades"][0][0]
+            assert done >= flip
+        else:
+            assert done >= p["move_ms"], "the mid had moved into the gap"
+    assert all(source.completed_ms(pair, e) is None for e in episodes if e.scheme is None)
+
+
+def test_a_layering_pulls_tail_a_minute_later_does_not_move_its_completion():
+    """Seeds 1-2 hold clear ladders whose 70 % went in the pull's cluster and whose tail came
+    seconds later: the episode ends with the tail, the case was whole at the cluster."""
+    start = 1_717_419_600_000
+    gaps = []
+    for seed in (1, 2):
+        src = SecondMarketSource(seed, episodes_per_hour=12.0, hard_negatives=True)
+        for pair in (PairRef("binance", "BTC", "USDT"), PairRef("binance", "DOGE", "USDT")):
+            for e in src.episodes_between(pair, start, start + HOUR):
+                if e.scheme == "layering" and "near_miss" not in e.parameters and not src.disrupted(pair, e):
+                    gaps.append(e.end_ms - src.completed_ms(pair, e))
+    assert gaps and max(gaps) > 5_000 and min(gaps) >= 0

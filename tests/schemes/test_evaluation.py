@@ -57,3 +57,16 @@ def test_the_disrupted_rule_is_the_sources_and_a_source_without_one_keeps_what_r
     reason = "executed > 10 % (25 %); removed within 60 s < 70 % (62 %)"
     assert disrupted_reason(_Judging(1.0, reason), XRP, None) == reason
     assert reason_thresholds(reason) == ["executed > 10 %", "removed within 60 s < 70 %"]
+
+
+def test_latency_counts_from_the_instant_the_source_says_the_episode_became_a_whole_case(monkeypatch):
+    played = _run()
+    monkeypatch.setattr(SimulatorSource, "completed_ms", lambda self, pair, ep: ep.end_ms - 1000, raising=False)
+    earlier = _run()
+    for scheme, m in played.items():
+        if m["detected"]:
+            assert earlier[scheme]["latency_p50_ms"] == m["latency_p50_ms"] + 1000, scheme
+    monkeypatch.setattr(SimulatorSource, "completed_ms", lambda self, pair, ep: None, raising=False)
+    unknown = _run()
+    assert {s: m["latency_p95_ms"] for s, m in unknown.items()} == {s: m["latency_p95_ms"] for s, m in played.items()}, \
+        "no instant from the source: the episode's end"

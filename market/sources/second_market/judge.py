@@ -43,7 +43,15 @@ the generator's reading)
 
 Each broken threshold gives a reason "<the threshold, broken> (<as it happened>)", e.g.
 "executed > 10 % (25 %)"; the text before " (" names the threshold, the same for every
-episode, so reasons can be counted."""
+episode, so reasons can be counted.
+
+`completed_ms` reads the same records for the instant a clear episode became a whole case
+of the table (the last of its collapse's thresholds met), the instant a detection's latency
+counts from: layering when its removed share reached 70 %, flipping when its cancels reached
+80 % of the add and its flip its size (the aggressive trades' required quantity, or the
+mirror placed), vacuuming when its removed share reached 50 % and the mid had moved. A
+layering pull's tail may follow its cluster by up to a minute; the episode's last action
+would count a detection made once 70 % had gone as that much early."""
 
 from __future__ import annotations
 
@@ -179,6 +187,46 @@ def _vacuuming(p: dict, side: str) -> list[str]:
     elif toward < bound - EPS:
         out.append(f"mid move toward the gap within 5 s < max(1 tick, 0.5 sigma) ({toward:g} of {bound:g} ticks)")
     return out
+
+
+def _reached(pulls, placed: float, share: float, filled_before: float = 0.0) -> int | None:
+    """The first pull action at which cancelled plus executed (since filled_before) reached
+    `share` of what was placed."""
+    cancelled = 0.0
+    for ms, lots, filled in pulls:
+        cancelled += lots
+        if cancelled + filled - filled_before >= share * placed - EPS:
+            return ms
+    return None
+
+
+def completed_ms(ep) -> int | None:
+    """When a clear episode, as it happened, met the last of its collapse's thresholds (see
+    the module docstring); None when it never did (a disrupted episode) or is no spoof."""
+    p = ep.parameters
+    if ep.scheme is None or not p.get("orders"):
+        return None
+    pulls = p.get("pulls", ())
+    if ep.scheme == "layering":
+        return _reached(pulls, sum(o["qty"] for o in p["orders"]), 0.70)
+    if ep.scheme == "flipping":
+        orders = [o for o in p["orders"] if o["tag"] != "mirror"]
+        cancelled = _reached([(ms, lots, 0.0) for ms, lots, _ in pulls], sum(o["qty"] for o in orders), 0.80)
+        if p["mode"] == "aggressive":
+            need, done, flipped = p.get("flip_required_lots") or 0, 0, None
+            for ms, lots in p.get("flip_trades", ()):
+                done += lots
+                if done >= need:
+                    flipped = ms
+                    break
+        else:
+            flipped = p.get("mirror_ms")
+        return None if cancelled is None or flipped is None else max(cancelled, flipped)
+    if not pulls:
+        return None
+    removed = _reached(pulls, sum(o["qty"] for o in p["orders"]), 0.50, pulls[0][2])
+    moved = p.get("move_ms")
+    return None if removed is None or moved is None else max(removed, moved)
 
 
 def broken_thresholds(ep) -> list[str]:

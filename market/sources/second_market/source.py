@@ -17,7 +17,7 @@ from typing import Iterator
 from ..events import BookDelta, BookSnapshot, Event, PairRef
 from .episodes import Episode, Record, plan_hour
 from .flow import HOUR_MS, Sim
-from .judge import broken_thresholds
+from .judge import broken_thresholds, completed_ms
 from .negatives import SCRIPTS as NEGATIVE_SCRIPTS, draw_negative
 from .profiles import anchor_price, pair_class, profile_for, stream_seed
 from .schemes import SCRIPTS as SCHEME_SCRIPTS
@@ -149,3 +149,8 @@ class SecondMarketSource:
         (judge.py). Near misses and hard negatives are not judged: None."""
         reasons = broken_thresholds(ep)
         return "; ".join(reasons) if reasons else None
+
+    def completed_ms(self, pair: PairRef, ep: Episode) -> int | None:
+        """When the episode, as it happened, became a whole case of DETECTION.md's table (judge.py;
+        None if it never did): the instant a detection's latency counts from."""
+        return completed_ms(ep)
