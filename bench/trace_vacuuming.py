@@ -21,20 +21,20 @@ import collections
 import os
 import re
 import sys
-import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.detector_trace import install, traced_module  # noqa: E402
+
 SOURCE_ENV = "TRACE_VACUUMING_SOURCE"  # spawned workers read the source to trace from here
 DETECTOR = ROOT / "schemes" / "detectors" / "vacuuming.py"
 
 
-def _traced_module(path: Path) -> types.ModuleType:
-    """The detector's module with each test of a pull reporting the line that stopped it."""
-    lines = path.read_text().split("\n")
+def _with_traces(lines: list) -> list:
+    """Each test of a pull reporting the line that stopped it, and the pull's shape when accepted."""
     first_test = next(i for i, line in enumerate(lines) if "peak_ts, peak = max(hist" in line)
     out = []
     for i, line in enumerate(lines):
@@ -46,33 +46,12 @@ def _traced_module(path: Path) -> types.ModuleType:
                        "layer_shaped, round(canc / base, 2), round((canc - biggest) / base, 2), len(levels), "
                        "round(peak / base, 2)))")
         out.append(line)
-    module = types.ModuleType("schemes.detectors.vacuuming")
-    module.__file__ = str(path)
-    module.__package__ = "schemes.detectors"
-    module._TRACE = []
-    exec(compile("\n".join(out), str(path), "exec"), module.__dict__)  # noqa: S102 (our own source)
-    return module
+    return out
 
 
 def _install(path: Path) -> None:
-    """Swap the traced detector into the engine and wrap the evaluation of one (seed, pair)."""
-    import schemes.detectors.engine as engine
-    import schemes.evaluation as evaluation
-
-    traced = _traced_module(path)
-    sys.modules["schemes.detectors.vacuuming"] = traced
-    engine.VacuumingDetector = traced.VacuumingDetector
-    evaluate_pair = evaluation._evaluate_pair
-
-    def traced_evaluate_pair(seed, pair, *args, **kwargs):
-        traced._TRACE.clear()
-        stats, updates, seconds, rows = evaluate_pair(seed, pair, *args, **kwargs)
-        return stats, updates, seconds, [_explained(row, traced._TRACE) for row in rows]
-
-    # the pool pickles the function by name: it must look like the one it replaces
-    traced_evaluate_pair.__module__ = "schemes.evaluation"
-    traced_evaluate_pair.__qualname__ = traced_evaluate_pair.__name__ = "_evaluate_pair"
-    evaluation._evaluate_pair = traced_evaluate_pair
+    """Swap the traced detector into the engine and explain the evaluation's rows."""
+    install(traced_module(path, "schemes.detectors.vacuuming", _with_traces), "VacuumingDetector", _explained)
 
 
 def _explained(row: tuple, trace: list) -> tuple:
