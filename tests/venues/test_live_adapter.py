@@ -201,7 +201,12 @@ def test_pairs_share_one_connection_each_exact_through_a_drop_and_one_pair_leavi
         assert "connection closed by the exchange" in " | ".join(reason for _, reason in pair.states)
         events = pair.buffer.events(0, 2**62)
         assert type(events[-1]) is BookLost
-        compared, unsampled = compare_with_reference(seconds_of(events[:-1], ref), binance_reference(venue, symbol))
+        ours = seconds_of(events[:-1], ref)
+        if ref == ETH:
+            # the second it left in: frames the venue wrote before it read the UNSUBSCRIBE are
+            # delivered (the reference holds them) but no longer the pair's to read
+            ours.pop(max(ours))
+        compared, unsampled = compare_with_reference(ours, binance_reference(venue, symbol))
         assert compared >= least, (ref, compared)
         assert len(unsampled) <= 3, (ref, unsampled)  # only around the drop
 
