@@ -40,3 +40,35 @@ def install(traced: types.ModuleType, detector_class: str, explain) -> None:
     traced_evaluate_pair.__module__ = "schemes.evaluation"
     traced_evaluate_pair.__qualname__ = traced_evaluate_pair.__name__ = "_evaluate_pair"
     evaluation._evaluate_pair = traced_evaluate_pair
+
+
+SUMMARY = ("episodes", "detected", "false_positives", "misclassified", "precision", "recall",
+           "false_alarms_per_pair_hour")
+
+
+def evaluate_traced(argv, description: str, detector: Path, source_env: str, install_from, *, seeds, hours: float,
+                    pairs: str, batch_ms: int, market: str) -> dict:
+    """Parse a trace's command line (the defaults given), put the traced detector in place here
+    and, through source_env, in the pool's workers, and run the evaluation with details."""
+    import argparse
+    import os
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--seeds", type=int, nargs="+", default=seeds)
+    ap.add_argument("--hours", type=float, default=hours)
+    ap.add_argument("--pairs", default=pairs)
+    ap.add_argument("--batch-ms", type=int, default=batch_ms, help="0: depth per event")
+    ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--market", default=market, help="the labelled market (schemes.evaluation.MARKETS)")
+    ap.add_argument("--source", default=str(detector), help=f"a variant of {detector.name} to trace instead")
+    args = ap.parse_args(argv)
+    os.environ[source_env] = str(Path(args.source).resolve())
+    install_from(Path(args.source))
+    from schemes.evaluation import evaluate
+
+    return evaluate(args.seeds, args.pairs.split(","), args.hours, details=True, processes=args.processes,
+                    batch_ms=args.batch_ms, market=args.market)
+
+
+def summary(scheme: str, figures: dict) -> str:
+    return f"{scheme} " + str({k: round(figures[k], 3) if isinstance(figures[k], float) else figures[k] for k in SUMMARY})

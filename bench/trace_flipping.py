@@ -23,7 +23,6 @@ The episode's own flip as its market recorded it is printed beside it (second ma
 
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import re
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.detector_trace import install, traced_module  # noqa: E402
+from bench.detector_trace import evaluate_traced, install, summary, traced_module  # noqa: E402
 
 SOURCE_ENV = "TRACE_FLIPPING_SOURCE"  # spawned workers read the source to trace from here
 DETECTOR = ROOT / "schemes" / "detectors" / "flipping.py"
@@ -98,25 +97,10 @@ if __name__ != "__main__" and os.environ.get(SOURCE_ENV):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--hours", type=float, default=1.0)
-    ap.add_argument("--pairs", default="binance/BTC/USDT,coinbase/BTC/USD,binance/XRP/USDT,binance/DOGE/USDT")
-    ap.add_argument("--batch-ms", type=int, default=0, help="0: depth per event")
-    ap.add_argument("--processes", type=int, default=2)
-    ap.add_argument("--market", default="second_market", help="the labelled market (schemes.evaluation.MARKETS)")
-    ap.add_argument("--source", default=str(DETECTOR), help="a variant of flipping.py to trace instead")
-    args = ap.parse_args(argv)
-    os.environ[SOURCE_ENV] = str(Path(args.source).resolve())
-    _install(Path(args.source))
-    from schemes.evaluation import evaluate
-
-    result = evaluate(args.seeds, args.pairs.split(","), args.hours, details=True, processes=args.processes,
-                      batch_ms=args.batch_ms, market=args.market)
-    m = result["schemes"]["flipping"]
-    print("flipping", {k: round(m[k], 3) if isinstance(m[k], float) else m[k]
-                       for k in ("episodes", "detected", "false_positives", "misclassified", "precision", "recall",
-                                 "false_alarms_per_pair_hour")})
+    result = evaluate_traced(argv, __doc__.splitlines()[0], DETECTOR, SOURCE_ENV, _install, seeds=[1, 2], hours=1.0,
+                             pairs="binance/BTC/USDT,coinbase/BTC/USD,binance/XRP/USDT,binance/DOGE/USDT",
+                             batch_ms=0, market="second_market")
+    print(summary("flipping", result["schemes"]["flipping"]))
     stages = collections.Counter()
     for row in result["rows"]:
         if row[3] == "flipping" and row[0] == "FN":
@@ -124,7 +108,6 @@ def main(argv=None) -> int:
             print(*row)
     print("missed, by stage:", dict(stages.most_common()))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

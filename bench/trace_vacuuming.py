@@ -16,7 +16,6 @@ against the usual depth). The tests are numbered by their line in the source tra
 
 from __future__ import annotations
 
-import argparse
 import collections
 import os
 import re
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.detector_trace import install, traced_module  # noqa: E402
+from bench.detector_trace import evaluate_traced, install, summary, traced_module  # noqa: E402
 
 SOURCE_ENV = "TRACE_VACUUMING_SOURCE"  # spawned workers read the source to trace from here
 DETECTOR = ROOT / "schemes" / "detectors" / "vacuuming.py"
@@ -75,30 +74,15 @@ if __name__ != "__main__" and os.environ.get(SOURCE_ENV):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
-    ap.add_argument("--hours", type=float, default=2.0)
-    ap.add_argument("--pairs", default="binance/BTC/USDT,binance/ETH/USDT,binance/XRP/USDT,binance/SOL/USDT")
-    ap.add_argument("--batch-ms", type=int, default=100, help="0: depth per event")
-    ap.add_argument("--processes", type=int, default=2)
-    ap.add_argument("--market", default="simulator", help="the labelled market (schemes.evaluation.MARKETS)")
-    ap.add_argument("--source", default=str(DETECTOR), help="a variant of vacuuming.py to trace instead")
-    args = ap.parse_args(argv)
-    os.environ[SOURCE_ENV] = str(Path(args.source).resolve())
-    _install(Path(args.source))
-    from schemes.evaluation import evaluate
-
-    result = evaluate(args.seeds, args.pairs.split(","), args.hours, details=True, processes=args.processes,
-                      batch_ms=args.batch_ms, market=args.market)
+    result = evaluate_traced(argv, __doc__.splitlines()[0], DETECTOR, SOURCE_ENV, _install, seeds=[1, 2, 3, 4, 5, 6],
+                             hours=2.0, pairs="binance/BTC/USDT,binance/ETH/USDT,binance/XRP/USDT,binance/SOL/USDT",
+                             batch_ms=100, market="simulator")
     for scheme, m in result["schemes"].items():
-        print(scheme, {k: round(m[k], 3) if isinstance(m[k], float) else m[k]
-                       for k in ("episodes", "detected", "false_positives", "misclassified", "precision", "recall",
-                                 "false_alarms_per_pair_hour")})
+        print(summary(scheme, m))
     for row in result["rows"]:
         if row[3] == "vacuuming" and row[0] in ("TP", "FP", "FN"):
             print(*row)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
