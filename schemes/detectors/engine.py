@@ -319,7 +319,7 @@ class DetectorEngine:
     def _on_trade(self, trade) -> list:
         side = self.tracker.on_trade(trade)
         self._taker.append((trade.ts_ms, side, trade.qty, trade.price))
-        out = self.layering.poll(self, trade.ts_ms) if self.layering.pending else []
+        out = self.layering.poll(self, trade.ts_ms) if self.layering.pending or self.layering.awaiting else []
         if self.flipping.watches:
             out.extend(self.flipping.poll(self, trade.ts_ms))
             out.extend(self.flipping.on_trade(self, trade, side, trade.ts_ms))
@@ -334,7 +334,7 @@ class DetectorEngine:
             self._prune(ts)
         self._note_mid(ts)
         if not changes:
-            out = self.layering.poll(self, ts) if self.layering.pending else []
+            out = self.layering.poll(self, ts) if self.layering.pending or self.layering.awaiting else []
             if self.flipping.watches:
                 out.extend(self.flipping.poll(self, ts))
             return out
@@ -404,7 +404,7 @@ class DetectorEngine:
         if pulled:
             pulled = self._without_moves(pulled, changes)
         out = []
-        if self.layering.pending:
+        if self.layering.pending or self.layering.awaiting:
             out.extend(self.layering.poll(self, ts))
         out.extend(self.vacuuming.on_changes(self, changes, ts))
         for r in pulled:

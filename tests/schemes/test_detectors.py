@@ -600,6 +600,40 @@ def test_layers_taken_away_before_they_stood_together_for_a_second_are_not_layer
     assert found() == [("layering", "ask")]
 
 
+def test_layers_pulled_in_two_groups_700_ms_apart_are_one_cluster():
+    """Two of the four layers pulled, then (700 ms later, longer than the quiet that closes a
+    collapse) the other two: one cluster of DETECTION.md's second, so one layering event of
+    four layers, not two collapses of two layers each that are none."""
+    eng, t = warm_engine()
+    evs = [e for e in layering_events(t) if not (isinstance(e, BookDelta) and e.ts_ms >= t + 7000)][:-1]
+    evs += [BookDelta(t + ms, asks=((px(tk), 10.0),))
+            for ms, tk in ((7000, 10004), (7100, 10005), (7800, 10006), (7900, 10007))]
+    evs += [Trade(t + 8500, px(10002), 1.0, "buy"), Trade(t + 9000, px(10002), 1.0, "buy")]
+    found = [e for e in run(eng, evs) if e.scheme == "layering"]
+    assert [(e.side, e.build["levels"]) for e in found] == [("ask", 4)]
+
+
+def test_layers_whose_cluster_took_most_of_them_are_layering_once_the_rest_is_cancelled():
+    """The cluster cancels 60 % of each layer (most, short of DETECTION.md's 70 %); the rest
+    goes 12 s later, inside the 60 s: layering, emitted once 70 % of the layers was cancelled. Without
+    the rest it is none."""
+    def layering_found(with_rest):
+        eng, t = warm_engine()
+        evs = [e for e in layering_events(t) if not (isinstance(e, BookDelta) and e.ts_ms >= t + 7000)][:-1]
+        levels = [10004, 10005, 10006, 10007]
+        evs += [BookDelta(t + 7000 + 100 * i, asks=((px(tk), 50.0),)) for i, tk in enumerate(levels)]
+        if with_rest:
+            evs += [BookDelta(t + 20000 + 100 * i, asks=((px(tk), 10.0),)) for i, tk in enumerate(levels)]
+        evs += [Trade(t + ms, px(10002), 1.0, "buy") for ms in (8500, 15000, 25000)]
+        return t, [e for e in run(eng, evs) if e.scheme == "layering"]
+
+    t, found = layering_found(True)
+    assert [(e.side, e.build["levels"]) for e in found] == [("ask", 4)]
+    assert found[0].ts_ms == t + 20000  # the first of the rest makes 70 %
+    assert found[0].collapse["start_ms"] == t + 7000
+    assert layering_found(False)[1] == []
+
+
 def test_layers_pulled_with_bids_placed_alongside_them_are_a_two_sided_withdrawal():
     """Two large bids placed while the ask layers were built and pulled with them: the book
     was withdrawn on both sides, not layered on one."""
